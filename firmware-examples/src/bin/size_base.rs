@@ -1,0 +1,21 @@
+//! Baseline for the flash measurement: the same skeleton as `size_probe` (vector table,
+//! semihosting exit, halt on panic, the model bytes kept alive) without the runtime.
+//! `size_probe` minus `size_base` is the runtime's code (docs/runtime.md).
+#![no_std]
+#![no_main]
+
+use cortex_m_rt::entry;
+use cortex_m_semihosting::debug;
+use laq_firmware_examples::Aligned;
+use panic_halt as _;
+
+static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/grid.safetensors")));
+
+#[entry]
+fn main() -> ! {
+    let bytes = core::hint::black_box(&MODEL.0);
+    let state = core::hint::black_box([1.0f32, 2.0]);
+    let ok = core::hint::black_box(bytes.len() as f32 + state[0]) > 0.0;
+    debug::exit(if ok { debug::EXIT_SUCCESS } else { debug::EXIT_FAILURE });
+    loop {}
+}

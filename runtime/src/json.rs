@@ -1,0 +1,430 @@
+//! A small, allocation-free scanner for the JSON header of a safetensors file.
+//!
+//! It accepts exactly the shape of a safetensors header: one top-level object whose
+//! values are either tensor descriptions (`{"dtype": .., "shape": [..], "data_offsets":
+//! [b, e]}`) or, under the key `__metadata__`, an object of string values. It checks the
+//! complete JSON syntax of that shape (strings, escapes, integers, whitespace) and
+//! reports each entry to a callback, so the loader can walk the header several times
+//! without storing it.
+
+use crate::Error;
+
+/// Tensor slots: every tensor name the format defines has a fixed index.
+pub(crate) const SLOT_INPUT_MEAN: usize = 0;
+pub(crate) const SLOT_INPUT_SCALE: usize = 1;
+pub(crate) const SLOT_DENSITY_WEIGHTS: usize = 2;
+pub(crate) const SLOT_DENSITY_MEANS: usize = 3;
+pub(crate) const SLOT_DENSITY_VARIANCES: usize = 4;
+pub(crate) const SLOT_DENSITY_DIMS: usize = 5;
+/// `layers.{i}.weight` is `SLOT_LAYERS + 3 * i`, `.scale` `+ 1`, `.bias` `+ 2`.
+pub(crate) const SLOT_LAYERS: usize = 6;
+pub(crate) const SLOTS: usize = SLOT_LAYERS + 3 * crate::MAX_LAYERS;
+
+/// Element types the format uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dtype {
+    F32,
+    I8,
+    I32,
+    /// Any other dtype string (always rejected by the loader).
+    Other,
+}
+
+impl Dtype {
+    pub(crate) const fn size(self) -> usize {
+        match self {
+            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::I8 | Dtype::Other => 1,
+        }
+    }
+}
+
+/// One tensor description from the header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TensorInfo {
+    pub(crate) dtype: Dtype,
+    /// Number of dimensions (only shapes of rank <= 2 are stored; more is rejected).
+    pub(crate) rank: usize,
+    pub(crate) shape: [u32; 2],
+    pub(crate) begin: u32,
+    pub(crate) end: u32,
+}
+
+/// A JSON string as it appears in the header, escapes still in place.
+///
+/// The runtime compares strings byte for byte without decoding escapes: a tensor name
+/// or a metadata key/value the format defines must be written plainly (as writers do
+/// for these ASCII strings). An escaped spelling does not match: an escaped tensor
+/// name is an unknown tensor, an escaped `format` a missing one. Escapes are still
+/// checked for valid JSON syntax everywhere.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawStr<'h> {
+    raw: &'h [u8],
+}
+
+impl<'h> RawStr<'h> {
+    /// The raw bytes between the quotes.
+    pub(crate) fn bytes(self) -> &'h [u8] {
+        self.raw
+    }
+
+    /// Whether the string is exactly `expected`.
+    pub(crate) fn is(self, expected: &str) -> bool {
+        self.raw == expected.as_bytes()
+    }
+}
+
+/// One entry of the header, reported to the walker's callback.
+pub(crate) enum Entry<'h> {
+    /// A `__metadata__` key/value pair.
+    Meta(RawStr<'h>, RawStr<'h>),
+    /// A tensor in a known slot.
+    Tensor(usize, TensorInfo),
+}
+
+/// Maps a tensor name to its slot, or `None` if the format does not define it.
+fn slot_of(name: &[u8]) -> Option<usize> {
+    match name {
+        b"input.mean" => return Some(SLOT_INPUT_MEAN),
+        b"input.scale" => return Some(SLOT_INPUT_SCALE),
+        b"density.weights" => return Some(SLOT_DENSITY_WEIGHTS),
+        b"density.means" => return Some(SLOT_DENSITY_MEANS),
+        b"density.variances" => return Some(SLOT_DENSITY_VARIANCES),
+        b"density.dims" => return Some(SLOT_DENSITY_DIMS),
+        _ => {}
+    }
+    let rest = name.strip_prefix(b"layers.")?;
+    let dot = rest.iter().position(|&c| c == b'.')?;
+    let (index, suffix) = rest.split_at(dot);
+    let layer = parse_index(index)?;
+    let part = match suffix {
+        b".weight" => 0,
+        b".scale" => 1,
+        b".bias" => 2,
+        _ => return None,
+    };
+    (layer < crate::MAX_LAYERS).then(|| SLOT_LAYERS + 3 * layer + part)
+}
+
+/// A decimal index without sign or leading zeros (`0`, `1`, ..., `15`).
+fn parse_index(digits: &[u8]) -> Option<usize> {
+    if digits.is_empty() || digits.len() > 2 || (digits.len() > 1 && digits.first() == Some(&b'0'))
+    {
+        return None;
+    }
+    let mut v = 0usize;
+    for &d in digits {
+        v = v * 10 + usize::from(d.checked_sub(b'0').filter(|d| *d < 10)?);
+    }
+    Some(v)
+}
+
+struct Scanner<'h> {
+    bytes: &'h [u8],
+    pos: usize,
+}
+
+impl<'h> Scanner<'h> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn bump(&mut self) {
+        self.pos = self.pos.saturating_add(1);
+    }
+
+    fn skip_ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.bump();
+        }
+    }
+
+    /// Skips whitespace, then consumes `c` if it comes next.
+    fn eat(&mut self, c: u8) -> bool {
+        self.skip_ws();
+        if self.peek() == Some(c) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), Error> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(Error::InvalidJson)
+        }
+    }
+
+    fn string(&mut self) -> Result<RawStr<'h>, Error> {
+        self.expect(b'"')?;
+        let start = self.pos;
+        loop {
+            match self.peek() {
+                None => return Err(Error::InvalidJson),
+                Some(b'"') => {
+                    let raw = self.bytes.get(start..self.pos).ok_or(Error::InvalidJson)?;
+                    self.bump();
+                    return Ok(RawStr { raw });
+                }
+                Some(b'\\') => {
+                    self.bump();
+                    match self.peek() {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.bump(),
+                        Some(b'u') => {
+                            self.bump();
+                            for _ in 0..4 {
+                                if !self.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
+                                    return Err(Error::InvalidJson);
+                                }
+                                self.bump();
+                            }
+                        }
+                        _ => return Err(Error::InvalidJson),
+                    }
+                }
+                Some(c) if c < 0x20 => return Err(Error::InvalidJson),
+                Some(_) => self.bump(),
+            }
+        }
+    }
+
+    /// A non-negative JSON integer (no sign, fraction or exponent). Values that do not
+    /// fit in a `u32` saturate to `u32::MAX`; the range checks of the loader reject them
+    /// (the data section of a file is always shorter than that).
+    fn uint(&mut self) -> Result<u32, Error> {
+        self.skip_ws();
+        let first = self.peek().ok_or(Error::InvalidJson)?;
+        if !first.is_ascii_digit() {
+            return Err(Error::InvalidJson);
+        }
+        let mut v = 0u32;
+        let mut digits = 0usize;
+        while let Some(c) = self.peek().filter(u8::is_ascii_digit) {
+            v = v.saturating_mul(10).saturating_add(u32::from(c & 0x0f));
+            digits = digits.saturating_add(1);
+            self.bump();
+        }
+        // JSON forbids leading zeros; a fraction or exponent would not be an integer.
+        if (first == b'0' && digits > 1) || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return Err(Error::InvalidJson);
+        }
+        Ok(v)
+    }
+
+    /// `[` uint, ... `]`, storing up to `N` values; returns the number of values.
+    fn uint_array(&mut self, out: &mut [u32; 2]) -> Result<usize, Error> {
+        self.expect(b'[')?;
+        let mut n = 0usize;
+        if self.eat(b']') {
+            return Ok(0);
+        }
+        loop {
+            let v = self.uint()?;
+            if let Some(slot) = out.get_mut(n) {
+                *slot = v;
+            }
+            n = n.saturating_add(1);
+            if self.eat(b']') {
+                return Ok(n);
+            }
+            self.expect(b',')?;
+        }
+    }
+
+    fn tensor_info(&mut self) -> Result<TensorInfo, Error> {
+        let mut dtype = None;
+        let mut shape = None;
+        let mut offsets = None;
+        self.expect(b'{')?;
+        if self.eat(b'}') {
+            return Err(Error::InvalidJson);
+        }
+        loop {
+            let key = self.string()?;
+            self.expect(b':')?;
+            if key.is("dtype") && dtype.is_none() {
+                let s = self.string()?;
+                dtype = Some(if s.is("F32") {
+                    Dtype::F32
+                } else if s.is("I8") {
+                    Dtype::I8
+                } else if s.is("I32") {
+                    Dtype::I32
+                } else {
+                    Dtype::Other
+                });
+            } else if key.is("shape") && shape.is_none() {
+                let mut dims = [0u32; 2];
+                let rank = self.uint_array(&mut dims)?;
+                shape = Some((rank, dims));
+            } else if key.is("data_offsets") && offsets.is_none() {
+                let mut pair = [0u32; 2];
+                if self.uint_array(&mut pair)? != 2 {
+                    return Err(Error::InvalidJson);
+                }
+                offsets = Some(pair);
+            } else {
+                return Err(Error::InvalidJson);
+            }
+            if self.eat(b'}') {
+                break;
+            }
+            self.expect(b',')?;
+        }
+        match (dtype, shape, offsets) {
+            (Some(dtype), Some((rank, shape)), Some([begin, end])) => Ok(TensorInfo {
+                dtype,
+                rank,
+                shape,
+                begin,
+                end,
+            }),
+            _ => Err(Error::InvalidJson),
+        }
+    }
+
+    fn metadata(&mut self, f: &mut dyn FnMut(Entry<'h>) -> Result<(), Error>) -> Result<(), Error> {
+        self.expect(b'{')?;
+        if self.eat(b'}') {
+            return Ok(());
+        }
+        loop {
+            let key = self.string()?;
+            self.expect(b':')?;
+            let value = self.string()?;
+            f(Entry::Meta(key, value))?;
+            if self.eat(b'}') {
+                return Ok(());
+            }
+            self.expect(b',')?;
+        }
+    }
+}
+
+/// Walks a whole header, checking its syntax and reporting every entry to `f`.
+///
+/// Unknown tensor names fail with [`Error::UnknownTensor`]; a repeated tensor name or a
+/// second `__metadata__` with [`Error::DuplicateTensor`]. (`f` is a trait object so the
+/// scanner exists once in the binary, however many passes use it.)
+pub(crate) fn walk<'h>(
+    header: &'h [u8],
+    f: &mut dyn FnMut(Entry<'h>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut s = Scanner {
+        bytes: header,
+        pos: 0,
+    };
+    let mut seen: u64 = 0;
+    let mut seen_metadata = false;
+    s.expect(b'{')?;
+    if !s.eat(b'}') {
+        loop {
+            let key = s.string()?;
+            s.expect(b':')?;
+            if key.is("__metadata__") {
+                if seen_metadata {
+                    return Err(Error::DuplicateTensor);
+                }
+                seen_metadata = true;
+                s.metadata(f)?;
+            } else {
+                let slot = slot_of(key.bytes()).ok_or(Error::UnknownTensor)?;
+                let bit = 1u64 << slot;
+                if seen & bit != 0 {
+                    return Err(Error::DuplicateTensor);
+                }
+                seen |= bit;
+                let info = s.tensor_info()?;
+                f(Entry::Tensor(slot, info))?;
+            }
+            if s.eat(b'}') {
+                break;
+            }
+            s.expect(b',')?;
+        }
+    }
+    s.skip_ws();
+    if s.pos == header.len() {
+        Ok(())
+    } else {
+        Err(Error::InvalidJson)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots() {
+        assert_eq!(slot_of(b"layers.0.weight"), Some(SLOT_LAYERS));
+        assert_eq!(slot_of(b"layers.15.bias"), Some(SLOT_LAYERS + 47));
+        assert_eq!(slot_of(b"layers.16.bias"), None);
+        assert_eq!(slot_of(b"layers.01.bias"), None);
+        assert_eq!(slot_of(b"layers..bias"), None);
+        assert_eq!(slot_of(b"layers.1.weights"), None);
+        assert_eq!(slot_of(b"input.mean"), Some(SLOT_INPUT_MEAN));
+        assert_eq!(SLOTS, 54);
+    }
+
+    #[test]
+    fn strings_compare_raw() {
+        assert!(RawStr { raw: b"input" }.is("input"));
+        assert!(!RawStr {
+            raw: br"i\u006eput"
+        }
+        .is("input"));
+    }
+
+    fn count(header: &str) -> Result<usize, Error> {
+        let mut n = 0;
+        walk(header.as_bytes(), &mut |_| {
+            n += 1;
+            Ok(())
+        })?;
+        Ok(n)
+    }
+
+    #[test]
+    fn syntax() {
+        assert_eq!(count("{}"), Ok(0));
+        assert_eq!(count("  { }  "), Ok(0));
+        assert_eq!(
+            count(
+                r#"{"__metadata__":{"a":"b","c":"d"},"input.mean":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#
+            ),
+            Ok(3)
+        );
+        for bad in [
+            "",
+            "{",
+            "{}x",
+            "[]",
+            r#"{"input.mean":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},}"#,
+            r#"{"input.mean":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}}"#,
+            r#"{"input.mean":{"dtype":"F32","shape":[02],"data_offsets":[0,8]}}"#,
+            r#"{"input.mean":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}"#,
+            r#"{"input.mean":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}}"#,
+            r#"{"input.mean":{"dtype":"F32","shape":[2]}}"#,
+            r#"{"input.mean":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}}"#,
+            r#"{"input.mean":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
+            r#"{"__metadata__":{"a":1}}"#,
+            "{\"__metadata__\":{\"a\":\"\x01\"}}",
+            r#"{"__metadata__":{"a":"\x"}}"#,
+            r#"{"__metadata__":{"a":"\u12"}}"#,
+        ] {
+            assert_eq!(count(bad), Err(Error::InvalidJson), "{bad}");
+        }
+        assert_eq!(
+            count(r#"{"inputs.mean":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#),
+            Err(Error::UnknownTensor)
+        );
+        assert_eq!(
+            count(r#"{"__metadata__":{},"__metadata__":{}}"#),
+            Err(Error::DuplicateTensor)
+        );
+    }
+}

@@ -1,0 +1,307 @@
+//! Inner loops: dot products over weight rows read in place from the model bytes.
+//!
+//! Every row is accumulated left to right in f32, whatever the storage (aligned
+//! `&[f32]`, unaligned bytes, int8), so the aligned and byte-wise paths give
+//! bit-identical results, and the host and the target compute the same values.
+
+/// A run of little-endian f32 values inside the model bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum F32s<'a> {
+    /// 4-aligned data on a little-endian target: read as `f32` directly.
+    Aligned(&'a [f32]),
+    /// Any other data: read with `f32::from_le_bytes`.
+    Bytes(&'a [u8]),
+}
+
+impl<'a> F32s<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        #[cfg(target_endian = "little")]
+        if let Ok(values) = bytemuck::try_cast_slice::<u8, f32>(bytes) {
+            return F32s::Aligned(values);
+        }
+        F32s::Bytes(bytes)
+    }
+
+    /// Whether the data is read through the aligned fast path.
+    pub(crate) fn is_aligned(self) -> bool {
+        matches!(self, F32s::Aligned(_))
+    }
+
+    /// The value at `i` (validated tensors are always long enough: 0.0 otherwise).
+    #[inline]
+    pub(crate) fn at(self, i: usize) -> f32 {
+        match self {
+            F32s::Aligned(v) => v.get(i).copied().unwrap_or(0.0),
+            F32s::Bytes(b) => le_f32(b, i),
+        }
+    }
+}
+
+#[inline]
+fn le_f32(bytes: &[u8], i: usize) -> f32 {
+    let start = i.saturating_mul(4);
+    match bytes.get(start..start.saturating_add(4)) {
+        Some(&[a, b, c, d]) => f32::from_le_bytes([a, b, c, d]),
+        _ => 0.0,
+    }
+}
+
+/// Weights of one linear layer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Weights<'a> {
+    F32(F32s<'a>),
+    /// Int8 weights with one f32 scale per output row: `w = q * scale[row]`.
+    I8 {
+        q: &'a [u8],
+        scale: F32s<'a>,
+    },
+}
+
+/// Reads the little-endian f32 in a 4-byte chunk.
+#[inline(always)]
+fn le(chunk: &[u8]) -> f32 {
+    match *chunk {
+        [a, b, c, d] => f32::from_le_bytes([a, b, c, d]),
+        _ => 0.0,
+    }
+}
+
+/// `sum_j w[j] * x[j]`, accumulated left to right (the order every kernel uses).
+#[inline(always)]
+fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
+    let mut s = 0.0f32;
+    for (&w, &x) in w.iter().zip(x) {
+        s += w * x;
+    }
+    s
+}
+
+/// Aligned f32 weights, the fast path: blocks of 4 rows x 4 columns. Each `x[j]` is
+/// loaded once for four rows, and the four independent sums hide the FPU's latency;
+/// each row is still summed left to right, so results equal [`dot_f32`]'s.
+fn matvec_f32(w: &[f32], x: &[f32], y: &mut [f32]) {
+    let cols = x.len();
+    if cols == 0 {
+        return;
+    }
+    let mut rows = w.chunks_exact(cols);
+    let mut outs = y.chunks_exact_mut(4);
+    for out in &mut outs {
+        let (Some(r0), Some(r1), Some(r2), Some(r3)) =
+            (rows.next(), rows.next(), rows.next(), rows.next())
+        else {
+            break;
+        };
+        let (mut s0, mut s1, mut s2, mut s3) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+        let xs = x.chunks_exact(4);
+        let (c0, c1, c2, c3) = (
+            r0.chunks_exact(4),
+            r1.chunks_exact(4),
+            r2.chunks_exact(4),
+            r3.chunks_exact(4),
+        );
+        let tails = (
+            xs.remainder(),
+            c0.remainder(),
+            c1.remainder(),
+            c2.remainder(),
+            c3.remainder(),
+        );
+        for ((((xq, a), b), c), d) in xs.zip(c0).zip(c1).zip(c2).zip(c3) {
+            if let (
+                [x0, x1, x2, x3],
+                [a0, a1, a2, a3],
+                [b0, b1, b2, b3],
+                [c0, c1, c2, c3],
+                [d0, d1, d2, d3],
+            ) = (xq, a, b, c, d)
+            {
+                s0 += a0 * x0;
+                s1 += b0 * x0;
+                s2 += c0 * x0;
+                s3 += d0 * x0;
+                s0 += a1 * x1;
+                s1 += b1 * x1;
+                s2 += c1 * x1;
+                s3 += d1 * x1;
+                s0 += a2 * x2;
+                s1 += b2 * x2;
+                s2 += c2 * x2;
+                s3 += d2 * x2;
+                s0 += a3 * x3;
+                s1 += b3 * x3;
+                s2 += c3 * x3;
+                s3 += d3 * x3;
+            }
+        }
+        let (xt, t0, t1, t2, t3) = tails;
+        for ((((&xv, &a), &b), &c), &d) in xt.iter().zip(t0).zip(t1).zip(t2).zip(t3) {
+            s0 += a * xv;
+            s1 += b * xv;
+            s2 += c * xv;
+            s3 += d * xv;
+        }
+        if let [o0, o1, o2, o3] = out {
+            *o0 = s0;
+            *o1 = s1;
+            *o2 = s2;
+            *o3 = s3;
+        }
+    }
+    for (row, out) in rows.zip(outs.into_remainder()) {
+        *out = dot_f32(row, x);
+    }
+}
+
+/// Unaligned f32 weights, the fallback: one row at a time, read byte-wise.
+fn matvec_le(w: &[u8], x: &[f32], y: &mut [f32]) {
+    let row_bytes = x.len().saturating_mul(4);
+    if row_bytes == 0 {
+        return;
+    }
+    for (row, out) in w.chunks_exact(row_bytes).zip(y.iter_mut()) {
+        let mut s = 0.0f32;
+        for (w, &xv) in row.chunks_exact(4).zip(x) {
+            s += le(w) * xv;
+        }
+        *out = s;
+    }
+}
+
+/// Int8 weights: four rows at a time, `q * x` accumulated in f32; the caller applies
+/// the row scale once per row.
+fn matvec_i8(q: &[u8], x: &[f32], y: &mut [f32]) {
+    let cols = x.len();
+    if cols == 0 {
+        return;
+    }
+    let mut rows = q.chunks_exact(cols);
+    let mut outs = y.chunks_exact_mut(4);
+    for out in &mut outs {
+        let (Some(r0), Some(r1), Some(r2), Some(r3)) =
+            (rows.next(), rows.next(), rows.next(), rows.next())
+        else {
+            break;
+        };
+        let (mut s0, mut s1, mut s2, mut s3) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+        for ((((&xv, &a), &b), &c), &d) in x.iter().zip(r0).zip(r1).zip(r2).zip(r3) {
+            s0 += f32::from(a as i8) * xv;
+            s1 += f32::from(b as i8) * xv;
+            s2 += f32::from(c as i8) * xv;
+            s3 += f32::from(d as i8) * xv;
+        }
+        if let [o0, o1, o2, o3] = out {
+            *o0 = s0;
+            *o1 = s1;
+            *o2 = s2;
+            *o3 = s3;
+        }
+    }
+    for (row, out) in rows.zip(outs.into_remainder()) {
+        let mut s = 0.0f32;
+        for (&q, &xv) in row.iter().zip(x) {
+            s += f32::from(q as i8) * xv;
+        }
+        *out = s;
+    }
+}
+
+/// `y = W x + b`, then ReLU if `relu`. `W` is `[y.len(), x.len()]`, row-major.
+pub(crate) fn linear(weights: Weights<'_>, bias: F32s<'_>, x: &[f32], y: &mut [f32], relu: bool) {
+    match weights {
+        Weights::F32(F32s::Aligned(w)) => matvec_f32(w, x, y),
+        Weights::F32(F32s::Bytes(w)) => matvec_le(w, x, y),
+        Weights::I8 { q, scale } => {
+            matvec_i8(q, x, y);
+            for (r, out) in y.iter_mut().enumerate() {
+                *out *= scale.at(r);
+            }
+        }
+    }
+    for (r, out) in y.iter_mut().enumerate() {
+        let v = *out + bias.at(r);
+        *out = if relu && v < 0.0 { 0.0 } else { v };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (state >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn blocked_rows_match_sequential_sums_on_every_path() {
+        for (rows, cols) in [(9usize, 7usize), (4, 1), (3, 5), (16, 16), (1, 1)] {
+            let x = values(cols, 1);
+            let w = values(rows * cols, 2);
+            let b = bytes(&values(rows, 3));
+            let wb = bytes(&w);
+            let mut shifted = std::vec![0u8];
+            shifted.extend_from_slice(&wb);
+            let mut a = std::vec![0.0f32; rows];
+            let mut u = std::vec![0.0f32; rows];
+            linear(
+                Weights::F32(F32s::Aligned(&w)),
+                F32s::Bytes(&b),
+                &x,
+                &mut a,
+                false,
+            );
+            linear(
+                Weights::F32(F32s::Bytes(&shifted[1..])),
+                F32s::Bytes(&b),
+                &x,
+                &mut u,
+                false,
+            );
+            assert_eq!(a, u);
+            for (r, out) in a.iter().enumerate() {
+                let row = &w[r * cols..(r + 1) * cols];
+                let expect = row.iter().zip(&x).fold(0.0f32, |s, (w, x)| s + w * x) + le_f32(&b, r);
+                assert_eq!(*out, expect, "rows {rows} cols {cols} row {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn relu_and_int8_row_scale() {
+        let x = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        let q: Vec<u8> = [1i8, -1, 2, -128, 127].iter().map(|&v| v as u8).collect();
+        let mut q6 = Vec::new();
+        for _ in 0..6 {
+            q6.extend_from_slice(&q);
+        }
+        let scale = bytes(&[0.5, 0.5, 0.5, 0.5, 0.5, 0.25]);
+        let bias = bytes(&[0.0, 0.0, 0.0, 0.0, -1000.0, 0.0]);
+        let mut y = [0.0f32; 6];
+        linear(
+            Weights::I8 {
+                q: &q6,
+                scale: F32s::Bytes(&scale),
+            },
+            F32s::Bytes(&bias),
+            &x,
+            &mut y,
+            true,
+        );
+        let dot = 1.0 - 2.0 + 6.0 - 512.0 + 635.0;
+        assert_eq!(
+            y,
+            [dot * 0.5, dot * 0.5, dot * 0.5, dot * 0.5, 0.0, dot * 0.25]
+        );
+    }
+}

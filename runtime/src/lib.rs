@@ -1,0 +1,69 @@
+#![no_std]
+//! `no_std`, heap-free evaluation of LAQ value functions on microcontrollers.
+//!
+//! The crate reads a value model in the `laq-value` safetensors format (see
+//! `docs/model-format.md`) **in place** from a byte slice, typically from flash:
+//!
+//! - [`Model::new_checked`] validates the whole file once (header, dtypes, shapes,
+//!   offsets, metadata, finite values, density gate); afterwards evaluation can only fail
+//!   on the caller's input.
+//! - [`Model::evaluate`] / [`Model::value`] run the MLP (input normalisation, ReLU
+//!   layers, `max_q` or `one_norm` head) with f32 or int8 weights, using a
+//!   caller-provided scratch buffer ([`Scratch`]).
+//! - [`Model::log_density`] / [`Model::gated_value`] apply the optional density gate.
+//! - [`Model::select`] picks among user [`Controller`]s by `reward + gamma * V(next)`.
+//! - [`Model::shaped_reward`] gives the potential-based shaped reward.
+//!
+//! No allocation, no panics (enforced by lints), no `unsafe`. Features: `alloc`
+//! (`OwnedModel`), `std` (implies `alloc`), `defmt` (`defmt::Format` for the public
+//! types).
+//!
+//! ```
+//! # let bytes: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
+//! use laq_runtime::{Candidate, Model, Scratch};
+//!
+//! let model = Model::new_checked(bytes)?;
+//! let mut scratch = Scratch::<16>::new();
+//! let v = model.value(&[1.0, 2.0], &mut scratch)?;
+//!
+//! // Choose between two controllers by the value of the states they lead to.
+//! let predicted: [&[f32]; 2] = [&[1.0, 3.0], &[2.0, 2.0]];
+//! let mut report = [Candidate::default(); 2];
+//! let best = model.select(&[1.0, 2.0], &predicted, &mut scratch, &mut report)?;
+//! assert!(best < 2);
+//! # let _ = v;
+//! # Ok::<(), laq_runtime::Error>(())
+//! ```
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::unreachable,
+    clippy::todo,
+    clippy::unimplemented
+)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+mod error;
+mod json;
+mod kernels;
+mod model;
+mod num;
+#[cfg(feature = "alloc")]
+mod owned;
+mod select;
+
+pub use error::Error;
+pub use model::{
+    Gated, Head, LayerInfo, Model, Output, Scratch, MAX_HEADER_LEN, MAX_INPUT_DIM, MAX_LAYERS,
+};
+#[cfg(feature = "alloc")]
+pub use owned::OwnedModel;
+pub use select::{Candidate, Controller, Outcome, Predicted, Status};

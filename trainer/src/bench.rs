@@ -1,0 +1,207 @@
+//! `laq bench`: time per training step of the paper's networks, against baselines
+//! measured in the same run (candle's stock optimiser, and PyTorch when it is installed).
+
+use crate::mining::{self, ForwardModel, MiningConfig};
+use crate::nn::{self, Adam, Mlp};
+use crate::qlearn::{self, Batch};
+use anyhow::Result;
+use candle_core::{Device, Tensor};
+use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
+use std::time::Instant;
+
+/// Median milliseconds per call of `f` over `reps` repetitions of `iters` calls each,
+/// after `warmup` calls.
+fn time_ms(
+    mut f: impl FnMut() -> Result<()>,
+    warmup: usize,
+    iters: usize,
+    reps: usize,
+) -> Result<f64> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    let mut samples = vec![];
+    for _ in 0..reps {
+        let t = Instant::now();
+        for _ in 0..iters {
+            f()?;
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e3 / iters as f64);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// The grid-world forward model of the paper (K = 8, batch 64), one hard-EM Adam step.
+fn mining_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
+    let cfg = MiningConfig::default();
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let (b, d) = (64, 2);
+    let s = Tensor::from_vec(random(&mut rng, b * d), (b, d), device)?;
+    let s2 = Tensor::from_vec(random(&mut rng, b * d), (b, d), device)?;
+    let (vm, vb) = nn::new_varmap(device);
+    let model = ForwardModel::new(vb, d, &cfg)?;
+    nn::init_vars(&vm, 0)?;
+    let mut opt = Adam::new(&vm, 1e-3, 1e-5)?;
+    let ours = time_ms(
+        || mining::train_step(&model, &mut opt, &s, &s2, 2).map(|_| ()),
+        20,
+        iters,
+        reps,
+    )?;
+
+    let mut stock = AdamW::new(
+        vm.all_vars(),
+        ParamsAdamW {
+            lr: 1e-3,
+            weight_decay: 0.0,
+            ..Default::default()
+        },
+    )?;
+    let baseline = time_ms(
+        || {
+            let err = model.errors(&s, &s2)?;
+            let host: Vec<f32> = err.flatten_all()?.to_vec1()?;
+            let idx = Tensor::from_vec(mining::assign(&host, 8, 2), (b, 1), device)?;
+            stock.backward_step(&err.gather(&idx, 1)?.mean_all()?)?;
+            Ok(())
+        },
+        20,
+        iters,
+        reps,
+    )?;
+    Ok((ours, baseline))
+}
+
+/// The Maze2D Q-network of the paper (4-128-128-8, batch 16), one Double-DQN Adam step.
+fn dqn_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let (b, d, k) = (16, 4, 8);
+    let dims = [d, 128, 128, k];
+    let (vm, vb) = nn::new_varmap(device);
+    let net = Mlp::new(vb, &dims)?;
+    nn::init_vars(&vm, 0)?;
+    let (tvm, tvb) = nn::new_varmap(device);
+    let target = Mlp::new(tvb, &dims)?;
+    nn::copy_vars(&vm, &tvm)?;
+    let s = random(&mut rng, b * d);
+    let s2 = random(&mut rng, b * d);
+    let a: Vec<u32> = (0..b).map(|_| rng.random_range(0..k as u32)).collect();
+    let r: Vec<f32> = (0..b).map(|i| (i % 7 == 0) as u32 as f32).collect();
+    let t: Vec<bool> = r.iter().map(|&x| x > 0.0).collect();
+    let batch = Batch {
+        s: &s,
+        s2: &s2,
+        a: &a,
+        r: &r,
+        terminal: &t,
+    };
+    let mut opt = Adam::new(&vm, 1e-4, 0.0)?;
+    let ours = time_ms(
+        || qlearn::dqn_step(&net, &target, &mut opt, &batch, 0.99, (0.0, 1.0), device).map(|_| ()),
+        20,
+        iters,
+        reps,
+    )?;
+    let mut stock = AdamW::new(
+        vm.all_vars(),
+        ParamsAdamW {
+            lr: 1e-4,
+            weight_decay: 0.0,
+            ..Default::default()
+        },
+    )?;
+    let st = Tensor::from_slice(&s, (b, d), device)?;
+    let s2t = Tensor::from_slice(&s2, (b, d), device)?;
+    let at = Tensor::from_slice(&a, (b, 1), device)?;
+    let rt = Tensor::from_slice(&r, (b, 1), device)?;
+    let notdone = Tensor::from_vec(
+        t.iter()
+            .map(|&x| if x { 0f32 } else { 0.99 })
+            .collect::<Vec<_>>(),
+        (b, 1),
+        device,
+    )?;
+    let baseline = time_ms(
+        || {
+            // The same step written with whole-tensor ops, as candle's examples do.
+            let best = net.forward(&s2t)?.argmax_keepdim(1)?;
+            let next = target.forward(&s2t)?.gather(&best, 1)?;
+            let y = (rt.clone() + (next * &notdone)?)?
+                .clamp(0f32, 1f32)?
+                .detach();
+            let q = net.forward(&st)?.gather(&at, 1)?;
+            stock.backward_step(&((q - y)?.sqr()?.mean_all()? * 0.5)?)?;
+            Ok(())
+        },
+        20,
+        iters,
+        reps,
+    )?;
+    Ok((ours, baseline))
+}
+
+/// PyTorch's time for the same two steps, when `python3` with torch is installed.
+fn pytorch_ms() -> Option<(f64, f64)> {
+    let script = include_str!("../../bench/pytorch_steps.py");
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    Some((v["mining_ms"].as_f64()?, v["dqn_ms"].as_f64()?))
+}
+
+/// Reference PyTorch figures measured on this machine class (one thread), quoted only
+/// when PyTorch is not available to measure in the run.
+pub const PYTORCH_REFERENCE_MS: (f64, f64) = (2.08, 1.17);
+
+/// Runs the benchmark; returns metrics and a report.
+pub fn run(quick: bool) -> Result<(Value, String)> {
+    let device = Device::Cpu;
+    let (iters, reps) = if quick { (50, 3) } else { (300, 7) };
+    let (mine, mine_base) = mining_steps(iters, reps, &device)?;
+    let (dqn, dqn_base) = dqn_steps(iters, reps, &device)?;
+    let torch = pytorch_ms();
+    let (torch_m, torch_d, torch_src) = match torch {
+        Some((m, d)) => (m, d, "measured in this run"),
+        None => (
+            PYTORCH_REFERENCE_MS.0,
+            PYTORCH_REFERENCE_MS.1,
+            "reference figure (PyTorch not installed here)",
+        ),
+    };
+    let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "default".into());
+    let mut rep = format!("laq bench (CPU, {threads} thread(s), ms per training step, median of {reps} x {iters})\n\n");
+    rep += "step                                   laq     candle stock  speed-up   PyTorch  speed-up\n";
+    rep += &format!(
+        "mining, grid model K=8 batch 64     {mine:>7.3}  {mine_base:>12.3}  {:>7.2}x  {torch_m:>8.3}  {:>7.2}x\n",
+        mine_base / mine,
+        torch_m / mine
+    );
+    rep += &format!(
+        "double DQN 4-128-128-8 batch 16     {dqn:>7.3}  {dqn_base:>12.3}  {:>7.2}x  {torch_d:>8.3}  {:>7.2}x\n",
+        dqn_base / dqn,
+        torch_d / dqn
+    );
+    rep += &format!("\nPyTorch column: {torch_src}.\n");
+    let v = json!({
+        "threads": threads,
+        "mining_ms": mine, "mining_candle_stock_ms": mine_base, "mining_pytorch_ms": torch_m,
+        "dqn_ms": dqn, "dqn_candle_stock_ms": dqn_base, "dqn_pytorch_ms": torch_d,
+        "pytorch_source": torch_src,
+        "mining_speedup_vs_pytorch": torch_m / mine, "dqn_speedup_vs_pytorch": torch_d / dqn,
+    });
+    Ok((v, rep))
+}

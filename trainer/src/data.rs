@@ -1,0 +1,779 @@
+//! Datasets of `(s, s', r)` transitions: reading, validating and writing the documented
+//! format (`docs/dataset-format.md`), as `.npz` or `.safetensors`.
+
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// Element types that may appear in a dataset file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    Bool,
+    U8,
+    I8,
+    U16,
+    I16,
+    U32,
+    I32,
+    U64,
+    I64,
+    F16,
+    F32,
+    F64,
+}
+
+impl DType {
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::U8 | DType::I8 => 1,
+            DType::U16 | DType::I16 | DType::F16 => 2,
+            DType::U32 | DType::I32 | DType::F32 => 4,
+            DType::U64 | DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    fn is_integer(self) -> bool {
+        !matches!(self, DType::F16 | DType::F32 | DType::F64)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "u8",
+            DType::I8 => "i8",
+            DType::U16 => "u16",
+            DType::I16 => "i16",
+            DType::U32 => "u32",
+            DType::I32 => "i32",
+            DType::U64 => "u64",
+            DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+}
+
+/// One named array as stored in a file: little-endian bytes, row-major.
+#[derive(Clone, Debug)]
+pub struct RawArray {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+impl RawArray {
+    pub fn from_f32(shape: Vec<usize>, values: &[f32]) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        RawArray {
+            dtype: DType::F32,
+            shape,
+            bytes,
+        }
+    }
+
+    pub fn from_i64(shape: Vec<usize>, values: &[i64]) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        RawArray {
+            dtype: DType::I64,
+            shape,
+            bytes,
+        }
+    }
+
+    pub fn from_bool(shape: Vec<usize>, values: &[bool]) -> Self {
+        let bytes = values.iter().map(|&v| v as u8).collect();
+        RawArray {
+            dtype: DType::Bool,
+            shape,
+            bytes,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn check_size(&self, key: &str) -> Result<()> {
+        let want = self.len() * self.dtype.size();
+        if self.bytes.len() != want {
+            bail!(
+                "key `{key}`: shape {:?} of {} needs {want} bytes, the file holds {}",
+                self.shape,
+                self.dtype.name(),
+                self.bytes.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// Every element as f64, whatever the stored type.
+    pub fn to_f64(&self) -> Vec<f64> {
+        let b = &self.bytes;
+        let n = self.len();
+        let mut out = Vec::with_capacity(n);
+        macro_rules! conv {
+            ($t:ty, $w:expr) => {
+                for c in b.chunks_exact($w) {
+                    out.push(<$t>::from_le_bytes(c.try_into().unwrap_or_default()) as f64);
+                }
+            };
+        }
+        match self.dtype {
+            DType::Bool | DType::U8 => out.extend(b.iter().map(|&x| x as f64)),
+            DType::I8 => out.extend(b.iter().map(|&x| x as i8 as f64)),
+            DType::U16 => conv!(u16, 2),
+            DType::I16 => conv!(i16, 2),
+            DType::U32 => conv!(u32, 4),
+            DType::I32 => conv!(i32, 4),
+            DType::U64 => conv!(u64, 8),
+            DType::I64 => conv!(i64, 8),
+            DType::F16 => {
+                for c in b.chunks_exact(2) {
+                    out.push(f16_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64);
+                }
+            }
+            DType::F32 => conv!(f32, 4),
+            DType::F64 => conv!(f64, 8),
+        }
+        out
+    }
+
+    pub fn to_f32(&self) -> Vec<f32> {
+        if self.dtype == DType::F32 {
+            return self
+                .bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+        }
+        self.to_f64().into_iter().map(|v| v as f32).collect()
+    }
+}
+
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h >> 15) & 1) as u32;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let frac = (h & 0x3ff) as u32;
+    let bits = match (exp, frac) {
+        (0, 0) => sign << 31,
+        (0, f) => {
+            // Subnormal: renormalise.
+            let mut e = 127 - 15 + 1;
+            let mut f = f;
+            while f & 0x400 == 0 {
+                f <<= 1;
+                e -= 1;
+            }
+            (sign << 31) | ((e as u32) << 23) | ((f & 0x3ff) << 13)
+        }
+        (0x1f, f) => (sign << 31) | (0xff << 23) | (f << 13),
+        (e, f) => (sign << 31) | ((e + 127 - 15) << 23) | (f << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Ground-truth actions, kept only for evaluation and the ground-truth reference.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Actions {
+    Discrete(Vec<i64>),
+    Continuous { dim: usize, values: Vec<f32> },
+}
+
+/// A validated set of transitions. Observations are flattened row-major to f32.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dataset {
+    /// Shape of one observation (e.g. `[2]`, or `[C, H, W]` for images).
+    pub obs_shape: Vec<usize>,
+    pub observations: Vec<f32>,
+    pub next_observations: Vec<f32>,
+    pub rewards: Vec<f32>,
+    pub terminals: Vec<bool>,
+    pub timeouts: Option<Vec<bool>>,
+    pub actions: Option<Actions>,
+}
+
+impl Dataset {
+    pub fn len(&self) -> usize {
+        self.rewards.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rewards.is_empty()
+    }
+
+    /// Number of f32 values in one observation.
+    pub fn obs_dim(&self) -> usize {
+        self.obs_shape.iter().product()
+    }
+
+    pub fn obs(&self, i: usize) -> &[f32] {
+        let d = self.obs_dim();
+        &self.observations[i * d..(i + 1) * d]
+    }
+
+    pub fn next_obs(&self, i: usize) -> &[f32] {
+        let d = self.obs_dim();
+        &self.next_observations[i * d..(i + 1) * d]
+    }
+
+    /// Discrete ground-truth actions, or a clear error naming what is missing.
+    pub fn discrete_actions(&self, why: &str) -> Result<&[i64]> {
+        match &self.actions {
+            Some(Actions::Discrete(a)) => Ok(a),
+            Some(Actions::Continuous { .. }) => {
+                bail!("{why} needs discrete ground-truth `actions`, but this dataset's are continuous")
+            }
+            None => bail!(
+                "{why} needs ground-truth `actions` in the dataset, and this dataset has none \
+                 (labels `latent`, `single`, `cluster` and `cluster-diff` work without them)"
+            ),
+        }
+    }
+
+    /// Reads and validates a `.npz` or `.safetensors` dataset.
+    pub fn load(path: &Path) -> Result<Self> {
+        let arrays = read_arrays(path)?;
+        Self::from_arrays(arrays).with_context(|| format!("invalid dataset {}", path.display()))
+    }
+
+    /// Validates named arrays against the dataset format.
+    pub fn from_arrays(mut arrays: BTreeMap<String, RawArray>) -> Result<Self> {
+        const KNOWN: [&str; 7] = [
+            "observations",
+            "next_observations",
+            "rewards",
+            "terminals",
+            "timeouts",
+            "actions",
+            "infos",
+        ];
+        for (k, a) in &arrays {
+            a.check_size(k)?;
+        }
+        let unknown: Vec<_> = arrays
+            .keys()
+            .filter(|k| !KNOWN.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            bail!("unknown keys {unknown:?}; allowed: {KNOWN:?}");
+        }
+        let have: Vec<_> = arrays.keys().cloned().collect();
+        let mut required = |k: &str| {
+            arrays
+                .remove(k)
+                .with_context(|| format!("missing key `{k}` (keys present: {have:?})"))
+        };
+        let obs = required("observations")?;
+        let next = required("next_observations")?;
+        let rewards = required("rewards")?;
+        let terminals = required("terminals")?;
+        let take = |arrays: &mut BTreeMap<String, RawArray>, k: &str| arrays.remove(k);
+
+        if obs.shape.len() < 2 {
+            bail!(
+                "key `observations`: expected shape [N, ...] with at least 2 dimensions, got {:?}",
+                obs.shape
+            );
+        }
+        let n = obs.shape[0];
+        if n == 0 {
+            bail!("the dataset holds no transitions (N = 0)");
+        }
+        if next.shape != obs.shape {
+            bail!(
+                "key `next_observations`: shape {:?} differs from `observations` {:?}",
+                next.shape,
+                obs.shape
+            );
+        }
+        for (k, a) in [("observations", &obs), ("next_observations", &next)] {
+            if !matches!(a.dtype, DType::F32 | DType::F64 | DType::F16 | DType::U8) {
+                bail!(
+                    "key `{k}`: dtype {} not supported (use f32, or u8 for images)",
+                    a.dtype.name()
+                );
+            }
+        }
+        let check_n = |k: &str, a: &RawArray| -> Result<()> {
+            if a.shape.first() != Some(&n) {
+                bail!("key `{k}`: shape {:?} does not start with N = {n}", a.shape);
+            }
+            Ok(())
+        };
+        check_n("rewards", &rewards)?;
+        if rewards.shape.len() != 1 {
+            bail!(
+                "key `rewards`: expected shape [{n}], got {:?}",
+                rewards.shape
+            );
+        }
+        let flags = |k: &str, a: &RawArray| -> Result<Vec<bool>> {
+            check_n(k, a)?;
+            if a.shape.len() != 1 {
+                bail!("key `{k}`: expected shape [{n}], got {:?}", a.shape);
+            }
+            a.to_f64()
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    x if x == 0.0 => Ok(false),
+                    x if x == 1.0 => Ok(true),
+                    x => bail!("key `{k}`: row {i} is {x}, expected 0 or 1"),
+                })
+                .collect()
+        };
+        let terminals = flags("terminals", &terminals)?;
+        let timeouts = match take(&mut arrays, "timeouts") {
+            Some(a) => Some(flags("timeouts", &a)?),
+            None => None,
+        };
+        let actions = match take(&mut arrays, "actions") {
+            None => None,
+            Some(a) => {
+                check_n("actions", &a)?;
+                match (a.shape.len(), a.dtype.is_integer()) {
+                    (1, true) => {
+                        let v: Vec<i64> = a.to_f64().into_iter().map(|x| x as i64).collect();
+                        if let Some(i) = v.iter().position(|&x| x < 0) {
+                            bail!("key `actions`: row {i} is negative ({})", v[i]);
+                        }
+                        Some(Actions::Discrete(v))
+                    }
+                    (1, false) | (2, false) => {
+                        let dim = a.shape.get(1).copied().unwrap_or(1);
+                        let values = a.to_f32();
+                        if let Some(i) = values.iter().position(|x| !x.is_finite()) {
+                            bail!("key `actions`: element {i} is not finite ({})", values[i]);
+                        }
+                        Some(Actions::Continuous { dim, values })
+                    }
+                    _ => bail!(
+                        "key `actions`: expected [N] integers or [N, A] floats, got {:?} of {}",
+                        a.shape,
+                        a.dtype.name()
+                    ),
+                }
+            }
+        };
+        let obs_shape = obs.shape[1..].to_vec();
+        let observations = obs.to_f32();
+        let next_observations = next.to_f32();
+        let rewards = rewards.to_f32();
+        for (k, v) in [
+            ("observations", &observations),
+            ("next_observations", &next_observations),
+            ("rewards", &rewards),
+        ] {
+            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                let row = i / (v.len() / n).max(1);
+                bail!("key `{k}`: row {row} holds a non-finite value ({})", v[i]);
+            }
+        }
+        Ok(Dataset {
+            obs_shape,
+            observations,
+            next_observations,
+            rewards,
+            terminals,
+            timeouts,
+            actions,
+        })
+    }
+
+    /// The dataset as named arrays (observations as f32).
+    pub fn to_arrays(&self) -> BTreeMap<String, RawArray> {
+        let n = self.len();
+        let mut shape = vec![n];
+        shape.extend(&self.obs_shape);
+        let mut m = BTreeMap::new();
+        m.insert(
+            "observations".into(),
+            RawArray::from_f32(shape.clone(), &self.observations),
+        );
+        m.insert(
+            "next_observations".into(),
+            RawArray::from_f32(shape, &self.next_observations),
+        );
+        m.insert("rewards".into(), RawArray::from_f32(vec![n], &self.rewards));
+        m.insert(
+            "terminals".into(),
+            RawArray::from_bool(vec![n], &self.terminals),
+        );
+        if let Some(t) = &self.timeouts {
+            m.insert("timeouts".into(), RawArray::from_bool(vec![n], t));
+        }
+        match &self.actions {
+            Some(Actions::Discrete(a)) => {
+                m.insert("actions".into(), RawArray::from_i64(vec![n], a));
+            }
+            Some(Actions::Continuous { dim, values }) => {
+                m.insert("actions".into(), RawArray::from_f32(vec![n, *dim], values));
+            }
+            None => {}
+        }
+        m
+    }
+
+    /// Writes the dataset; the format follows the extension (`.npz` or `.safetensors`).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        write_arrays(path, &self.to_arrays())
+    }
+}
+
+enum Format {
+    Npz,
+    Safetensors,
+}
+
+fn format_of(path: &Path) -> Result<Format> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("npz") => Ok(Format::Npz),
+        Some("safetensors") => Ok(Format::Safetensors),
+        _ => bail!(
+            "{}: unknown file type; use a `.npz` or `.safetensors` file",
+            path.display()
+        ),
+    }
+}
+
+/// Reads every array of a `.npz` or `.safetensors` file.
+pub fn read_arrays(path: &Path) -> Result<BTreeMap<String, RawArray>> {
+    let fmt = format_of(path)?;
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let res = match fmt {
+        Format::Npz => read_npz(&bytes),
+        Format::Safetensors => read_safetensors(&bytes),
+    };
+    res.with_context(|| format!("cannot parse {}", path.display()))
+}
+
+/// Writes arrays atomically (temporary file, then rename).
+pub fn write_arrays(path: &Path, arrays: &BTreeMap<String, RawArray>) -> Result<()> {
+    let bytes = match format_of(path)? {
+        Format::Npz => npz_bytes(arrays)?,
+        Format::Safetensors => {
+            let views = arrays
+                .iter()
+                .map(|(k, a)| {
+                    let v = safetensors::tensor::TensorView::new(
+                        st_dtype(a.dtype),
+                        a.shape.clone(),
+                        &a.bytes,
+                    )?;
+                    Ok((k.clone(), v))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            safetensors::serialize(views, None)?
+        }
+    };
+    crate::io::write_atomic(path, &bytes)
+}
+
+fn st_dtype(d: DType) -> safetensors::Dtype {
+    use safetensors::Dtype as S;
+    match d {
+        DType::Bool => S::BOOL,
+        DType::U8 => S::U8,
+        DType::I8 => S::I8,
+        DType::U16 => S::U16,
+        DType::I16 => S::I16,
+        DType::U32 => S::U32,
+        DType::I32 => S::I32,
+        DType::U64 => S::U64,
+        DType::I64 => S::I64,
+        DType::F16 => S::F16,
+        DType::F32 => S::F32,
+        DType::F64 => S::F64,
+    }
+}
+
+fn read_safetensors(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
+    use safetensors::Dtype as S;
+    let st =
+        safetensors::SafeTensors::deserialize(bytes).context("not a valid safetensors file")?;
+    let mut out = BTreeMap::new();
+    for (name, view) in st.tensors() {
+        let dtype = match view.dtype() {
+            S::BOOL => DType::Bool,
+            S::U8 => DType::U8,
+            S::I8 => DType::I8,
+            S::U16 => DType::U16,
+            S::I16 => DType::I16,
+            S::U32 => DType::U32,
+            S::I32 => DType::I32,
+            S::U64 => DType::U64,
+            S::I64 => DType::I64,
+            S::F16 => DType::F16,
+            S::F32 => DType::F32,
+            S::F64 => DType::F64,
+            other => bail!("key `{name}`: dtype {other:?} not supported"),
+        };
+        out.insert(
+            name,
+            RawArray {
+                dtype,
+                shape: view.shape().to_vec(),
+                bytes: view.data().to_vec(),
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn read_npz(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
+    let mut zip =
+        zip::ZipArchive::new(std::io::Cursor::new(bytes)).context("not a valid .npz (zip) file")?;
+    let mut out = BTreeMap::new();
+    for i in 0..zip.len() {
+        let mut f = zip.by_index(i)?;
+        let name = f.name()?.to_string();
+        let mut buf = Vec::with_capacity(f.size() as usize);
+        f.read_to_end(&mut buf)
+            .with_context(|| format!("cannot decompress `{name}`"))?;
+        let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
+        let arr = parse_npy(&buf).with_context(|| format!("key `{key}`"))?;
+        out.insert(key, arr);
+    }
+    Ok(out)
+}
+
+/// Parses one `.npy` payload (format versions 1-3, little-endian or single-byte dtypes, C order).
+pub fn parse_npy(buf: &[u8]) -> Result<RawArray> {
+    if buf.len() < 10 || &buf[..6] != b"\x93NUMPY" {
+        bail!("not a .npy array (bad magic)");
+    }
+    let major = buf[6];
+    let (hlen, start) = match major {
+        1 => (u16::from_le_bytes([buf[8], buf[9]]) as usize, 10),
+        2 | 3 => {
+            if buf.len() < 12 {
+                bail!("truncated .npy header");
+            }
+            (
+                u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize,
+                12,
+            )
+        }
+        v => bail!(".npy format version {v} not supported"),
+    };
+    let header = buf
+        .get(start..start + hlen)
+        .context("truncated .npy header")?;
+    let header = std::str::from_utf8(header).context(".npy header is not text")?;
+    let field = |name: &str| -> Result<&str> {
+        let pat = format!("'{name}':");
+        let i = header
+            .find(&pat)
+            .with_context(|| format!(".npy header lacks `{name}`"))?;
+        Ok(header[i + pat.len()..].trim_start())
+    };
+    let descr = field("descr")?;
+    let descr = descr
+        .strip_prefix('\'')
+        .and_then(|s| s.split('\'').next())
+        .context(".npy header: bad descr")?;
+    if field("fortran_order")?.starts_with("True") {
+        bail!("Fortran-ordered arrays are not supported; save with C order");
+    }
+    let shape_txt = field("shape")?;
+    let shape_txt = shape_txt
+        .strip_prefix('(')
+        .and_then(|s| s.split(')').next())
+        .context(".npy header: bad shape")?;
+    let shape = shape_txt
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<usize>()
+                .with_context(|| format!(".npy header: bad dimension `{s}`"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let (endian, code) = descr.split_at(1);
+    if endian == ">" && !matches!(code, "u1" | "i1" | "b1") {
+        bail!("big-endian dtype `{descr}` not supported");
+    }
+    let dtype = match code {
+        "b1" => DType::Bool,
+        "u1" => DType::U8,
+        "i1" => DType::I8,
+        "u2" => DType::U16,
+        "i2" => DType::I16,
+        "u4" => DType::U32,
+        "i4" => DType::I32,
+        "u8" => DType::U64,
+        "i8" => DType::I64,
+        "f2" => DType::F16,
+        "f4" => DType::F32,
+        "f8" => DType::F64,
+        _ => bail!("dtype `{descr}` not supported"),
+    };
+    let data = &buf[start + hlen..];
+    let arr = RawArray {
+        dtype,
+        shape,
+        bytes: data.to_vec(),
+    };
+    let want = arr.len() * dtype.size();
+    if data.len() != want {
+        bail!(
+            "data holds {} bytes, shape {:?} of {} needs {want}",
+            data.len(),
+            arr.shape,
+            dtype.name()
+        );
+    }
+    Ok(arr)
+}
+
+pub fn npy_bytes(a: &RawArray) -> Vec<u8> {
+    let descr = match a.dtype {
+        DType::Bool => "|b1",
+        DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::U16 => "<u2",
+        DType::I16 => "<i2",
+        DType::U32 => "<u4",
+        DType::I32 => "<i4",
+        DType::U64 => "<u8",
+        DType::I64 => "<i8",
+        DType::F16 => "<f2",
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+    };
+    let shape = match a.shape.len() {
+        1 => format!("({},)", a.shape[0]),
+        _ => format!(
+            "({})",
+            a.shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // numpy pads the header so the data starts on a 64-byte boundary.
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - total % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + a.bytes.len());
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&a.bytes);
+    out
+}
+
+fn npz_bytes(arrays: &BTreeMap<String, RawArray>) -> Result<Vec<u8>> {
+    let mut cursor = std::io::Cursor::new(Vec::new());
+    {
+        let mut zw = zip::ZipWriter::new(&mut cursor);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(true);
+        for (k, a) in arrays {
+            zw.start_file(format!("{k}.npy"), opts)?;
+            zw.write_all(&npy_bytes(a))?;
+        }
+        zw.finish()?;
+    }
+    Ok(cursor.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Dataset {
+        Dataset {
+            obs_shape: vec![2],
+            observations: vec![0., 0., 1., 1.],
+            next_observations: vec![1., 1., 2., 2.],
+            rewards: vec![0., 1.],
+            terminals: vec![false, true],
+            timeouts: None,
+            actions: Some(Actions::Discrete(vec![7, 7])),
+        }
+    }
+
+    #[test]
+    fn roundtrip_both_formats() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["d.npz", "d.safetensors"] {
+            let p = dir.path().join(name);
+            tiny().save(&p).unwrap();
+            assert_eq!(Dataset::load(&p).unwrap(), tiny());
+        }
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let mut m = tiny().to_arrays();
+        m.remove("rewards");
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(e.contains("missing key `rewards`"), "{e}");
+
+        let mut m = tiny().to_arrays();
+        m.insert(
+            "rewards".into(),
+            RawArray::from_f32(vec![2], &[0.0, f32::NAN]),
+        );
+        let e = format!("{:#}", Dataset::from_arrays(m).unwrap_err());
+        assert!(e.contains("`rewards`") && e.contains("non-finite"), "{e}");
+
+        let mut m = tiny().to_arrays();
+        m.insert(
+            "next_observations".into(),
+            RawArray::from_f32(vec![2, 3], &[0.0; 6]),
+        );
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(
+            e.contains("next_observations") && e.contains("differs"),
+            "{e}"
+        );
+
+        let mut m = tiny().to_arrays();
+        m.insert("terminals".into(), RawArray::from_f32(vec![2], &[0.0, 0.5]));
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(
+            e.contains("terminals") && e.contains("expected 0 or 1"),
+            "{e}"
+        );
+
+        let mut m = tiny().to_arrays();
+        m.insert("rewardz".into(), RawArray::from_f32(vec![2], &[0.0, 0.0]));
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(e.contains("rewardz"), "{e}");
+    }
+
+    #[test]
+    fn corrupt_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.npz");
+        tiny().save(&p).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        for cut in [0, 10, bytes.len() / 2, bytes.len() - 1] {
+            std::fs::write(&p, &bytes[..cut]).unwrap();
+            assert!(Dataset::load(&p).is_err());
+        }
+        let p = dir.path().join("d.safetensors");
+        std::fs::write(&p, b"garbage!garbage!").unwrap();
+        assert!(Dataset::load(&p).is_err());
+        assert!(Dataset::load(&dir.path().join("d.csv")).is_err());
+    }
+
+    #[test]
+    fn f16_conversion() {
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
+    }
+}

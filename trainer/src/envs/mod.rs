@@ -1,0 +1,3 @@
+//! Built-in environments that generate datasets and know their own ground truth.
+
+pub mod gridworld;

@@ -1,0 +1,341 @@
+//! Writing V as the runtime's model format (`docs/model-format.md`) and reading it back
+//! into candle, so tests can compare the runtime against the trainer on the same file.
+
+use crate::qlearn::QNetwork;
+use anyhow::{bail, Context, Result};
+use candle_core::{Device, Tensor};
+use safetensors::tensor::TensorView;
+use safetensors::Dtype;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+pub const FORMAT: &str = "laq-value";
+pub const VERSION: &str = "1";
+
+/// How the last layer's outputs become V.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// V = max over outputs (one Q value per latent action).
+    MaxQ,
+    /// V = 1 - ||outputs||_2 (the paper's appendix).
+    OneNorm,
+}
+
+impl Head {
+    pub fn name(self) -> &'static str {
+        match self {
+            Head::MaxQ => "max_q",
+            Head::OneNorm => "one_norm",
+        }
+    }
+}
+
+/// Weights of one linear layer, `[out, in]` row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layer {
+    pub out_dim: usize,
+    pub in_dim: usize,
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+}
+
+/// A value function as exported.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueModel {
+    pub mean: Vec<f32>,
+    /// 1 / std of each input.
+    pub scale: Vec<f32>,
+    pub layers: Vec<Layer>,
+    pub head: Head,
+    pub gamma: f64,
+    /// Free-text metadata (labels, Q-learning, trainer version).
+    pub info: BTreeMap<String, String>,
+}
+
+impl ValueModel {
+    pub fn from_qnetwork(q: &QNetwork, gamma: f64, info: BTreeMap<String, String>) -> Result<Self> {
+        let layers = q
+            .mlp
+            .to_host()?
+            .into_iter()
+            .map(|(dims, weight, bias)| Layer {
+                out_dim: dims[0],
+                in_dim: dims[1],
+                weight,
+                bias,
+            })
+            .collect();
+        Ok(ValueModel {
+            mean: q.mean.clone(),
+            scale: q.std.iter().map(|s| 1.0 / s).collect(),
+            layers,
+            head: Head::MaxQ,
+            gamma,
+            info,
+        })
+    }
+
+    pub fn input_dim(&self) -> usize {
+        self.mean.len()
+    }
+
+    pub fn num_outputs(&self) -> usize {
+        self.layers.last().map(|l| l.out_dim).unwrap_or(0)
+    }
+
+    /// The safetensors bytes. With `int8`, weights are stored as i8 with a per-output-row
+    /// scale (symmetric, max |w| maps to 127).
+    pub fn to_bytes(&self, int8: bool) -> Result<Vec<u8>> {
+        let mut meta = HashMap::new();
+        for (k, v) in &self.info {
+            meta.insert(k.clone(), v.clone());
+        }
+        meta.insert("format".into(), FORMAT.into());
+        meta.insert("version".into(), VERSION.into());
+        meta.insert("input_dim".into(), self.input_dim().to_string());
+        meta.insert("num_layers".into(), self.layers.len().to_string());
+        meta.insert("activation".into(), "relu".into());
+        meta.insert("head".into(), self.head.name().into());
+        meta.insert("gamma".into(), format!("{}", self.gamma as f32));
+        let mut buffers: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = vec![];
+        let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let d = self.input_dim();
+        buffers.push(("input.mean".into(), Dtype::F32, vec![d], f32s(&self.mean)));
+        buffers.push(("input.scale".into(), Dtype::F32, vec![d], f32s(&self.scale)));
+        for (i, l) in self.layers.iter().enumerate() {
+            let shape = vec![l.out_dim, l.in_dim];
+            if int8 {
+                let (q, s) = quantize_rows(&l.weight, l.in_dim);
+                buffers.push((
+                    format!("layers.{i}.weight"),
+                    Dtype::I8,
+                    shape,
+                    q.iter().map(|&x| x as u8).collect(),
+                ));
+                buffers.push((
+                    format!("layers.{i}.scale"),
+                    Dtype::F32,
+                    vec![l.out_dim],
+                    f32s(&s),
+                ));
+            } else {
+                buffers.push((
+                    format!("layers.{i}.weight"),
+                    Dtype::F32,
+                    shape,
+                    f32s(&l.weight),
+                ));
+            }
+            buffers.push((
+                format!("layers.{i}.bias"),
+                Dtype::F32,
+                vec![l.out_dim],
+                f32s(&l.bias),
+            ));
+        }
+        let views = buffers
+            .iter()
+            .map(|(n, dt, shape, bytes)| {
+                Ok((n.clone(), TensorView::new(*dt, shape.clone(), bytes)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(safetensors::serialize(views, Some(meta))?)
+    }
+
+    /// Writes the model atomically.
+    pub fn save(&self, path: &Path, int8: bool) -> Result<()> {
+        crate::io::write_atomic(path, &self.to_bytes(int8)?)
+    }
+
+    /// Reads a model file back (f32 or int8 weights, dequantised), checking the format.
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Self::from_bytes(&bytes).with_context(|| format!("invalid model {}", path.display()))
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let st = safetensors::SafeTensors::deserialize(bytes).context("not a safetensors file")?;
+        let (_, header) = safetensors::SafeTensors::read_metadata(bytes)?;
+        let meta = header.metadata().clone().unwrap_or_default();
+        let get = |k: &str| meta.get(k).with_context(|| format!("metadata lacks `{k}`"));
+        if get("format")? != FORMAT || get("version")? != VERSION {
+            bail!("not a `{FORMAT}` version {VERSION} model");
+        }
+        let head = match get("head")?.as_str() {
+            "max_q" => Head::MaxQ,
+            "one_norm" => Head::OneNorm,
+            h => bail!("unknown head `{h}`"),
+        };
+        let num_layers: usize = get("num_layers")?.parse().context("bad `num_layers`")?;
+        let gamma: f64 = meta
+            .get("gamma")
+            .map(|g| g.parse())
+            .transpose()
+            .context("bad `gamma`")?
+            .unwrap_or(1.0);
+        let f32_of = |name: &str| -> Result<(Vec<usize>, Vec<f32>)> {
+            let t = st
+                .tensor(name)
+                .with_context(|| format!("missing tensor `{name}`"))?;
+            if t.dtype() != Dtype::F32 {
+                bail!("tensor `{name}` is {:?}, expected F32", t.dtype());
+            }
+            let v = t
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            Ok((t.shape().to_vec(), v))
+        };
+        let (_, mean) = f32_of("input.mean")?;
+        let (_, scale) = f32_of("input.scale")?;
+        let mut layers = vec![];
+        for i in 0..num_layers {
+            let wname = format!("layers.{i}.weight");
+            let t = st
+                .tensor(&wname)
+                .with_context(|| format!("missing tensor `{wname}`"))?;
+            let shape = t.shape().to_vec();
+            if shape.len() != 2 {
+                bail!("tensor `{wname}` has shape {shape:?}, expected [out, in]");
+            }
+            let weight = match t.dtype() {
+                Dtype::F32 => f32_of(&wname)?.1,
+                Dtype::I8 => {
+                    let (_, s) = f32_of(&format!("layers.{i}.scale"))?;
+                    t.data()
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &q)| q as i8 as f32 * s[j / shape[1]])
+                        .collect()
+                }
+                other => bail!("tensor `{wname}` has dtype {other:?}"),
+            };
+            let (_, bias) = f32_of(&format!("layers.{i}.bias"))?;
+            layers.push(Layer {
+                out_dim: shape[0],
+                in_dim: shape[1],
+                weight,
+                bias,
+            });
+        }
+        let info = meta
+            .into_iter()
+            .filter(|(k, _)| {
+                ![
+                    "format",
+                    "version",
+                    "input_dim",
+                    "num_layers",
+                    "activation",
+                    "head",
+                    "gamma",
+                ]
+                .contains(&k.as_str())
+            })
+            .collect();
+        Ok(ValueModel {
+            mean,
+            scale,
+            layers,
+            head,
+            gamma,
+            info,
+        })
+    }
+
+    /// V of raw states `[n * D]`, computed with candle (the trainer's side of the
+    /// host-parity check).
+    pub fn values_candle(&self, states: &[f32], device: &Device) -> Result<Vec<f32>> {
+        let d = self.input_dim();
+        let n = states.len() / d;
+        let mean = Tensor::from_slice(&self.mean, (1, d), device)?;
+        let scale = Tensor::from_slice(&self.scale, (1, d), device)?;
+        let mut h = Tensor::from_slice(states, (n, d), device)?
+            .broadcast_sub(&mean)?
+            .broadcast_mul(&scale)?;
+        let last = self.layers.len() - 1;
+        for (i, l) in self.layers.iter().enumerate() {
+            let w = Tensor::from_slice(&l.weight, (l.out_dim, l.in_dim), device)?;
+            let b = Tensor::from_slice(&l.bias, (1, l.out_dim), device)?;
+            h = h.matmul(&w.t()?)?.broadcast_add(&b)?;
+            if i < last {
+                h = h.relu()?;
+            }
+        }
+        let v = match self.head {
+            Head::MaxQ => h.max(1)?,
+            Head::OneNorm => (1.0 - h.sqr()?.sum(1)?.sqrt()?)?,
+        };
+        Ok(v.to_vec1()?)
+    }
+}
+
+/// Symmetric per-row int8 quantisation of a row-major `[rows, cols]` matrix.
+pub fn quantize_rows(w: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut q = Vec::with_capacity(w.len());
+    let mut scales = vec![];
+    for row in w.chunks_exact(cols) {
+        let m = row.iter().fold(0f32, |a, &x| a.max(x.abs()));
+        let s = if m > 0.0 { m / 127.0 } else { 1.0 };
+        scales.push(s);
+        q.extend(
+            row.iter()
+                .map(|&x| (x / s).round().clamp(-127.0, 127.0) as i8),
+        );
+    }
+    (q, scales)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> ValueModel {
+        ValueModel {
+            mean: vec![1.0, 2.0],
+            scale: vec![0.5, 0.25],
+            layers: vec![
+                Layer {
+                    out_dim: 3,
+                    in_dim: 2,
+                    weight: vec![1., -1., 0.5, 2., 0., -3.],
+                    bias: vec![0.1, 0.2, 0.3],
+                },
+                Layer {
+                    out_dim: 2,
+                    in_dim: 3,
+                    weight: vec![1., 1., 1., -1., 2., 0.5],
+                    bias: vec![0., 0.5],
+                },
+            ],
+            head: Head::MaxQ,
+            gamma: 0.95,
+            info: BTreeMap::from([("labels".to_string(), "latent".to_string())]),
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_int8() {
+        let m = model();
+        let back = ValueModel::from_bytes(&m.to_bytes(false).unwrap()).unwrap();
+        assert_eq!(back.layers, m.layers);
+        assert_eq!(back.info, m.info);
+        assert!((back.gamma - 0.95).abs() < 1e-6);
+        let q = ValueModel::from_bytes(&m.to_bytes(true).unwrap()).unwrap();
+        for (a, b) in q.layers.iter().zip(&m.layers) {
+            for (x, y) in a.weight.iter().zip(&b.weight) {
+                assert!((x - y).abs() <= 3.0 / 127.0 / 2.0 + 1e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn candle_values_match_hand_computation() {
+        let m = model();
+        let v = m.values_candle(&[3.0, 6.0], &Device::Cpu).unwrap();
+        // x = (1, 1); h = relu([0.1, 2.7, -0.7]) = [0.1, 2.7, 0]; y = [2.8, 5.9]; V = 5.9
+        assert!((v[0] - 5.9).abs() < 1e-5, "{v:?}");
+    }
+}

@@ -1,0 +1,42 @@
+//! LAQ trainer: learns value functions V(s) from state-only experience `(s, s', r)` by
+//! mining latent actions and running offline Q-learning on them, then exports V in the
+//! format the `laq-runtime` crate evaluates on microcontrollers.
+//!
+//! Modules follow the pipeline: [`data`] (dataset format), [`envs`] (built-in
+//! environments), [`mining`] (latent actions), [`labels`] (label sources), [`qlearn`]
+//! (tabular and DQN), [`eval`] (metrics), [`export`] (model format), [`train`] (one run),
+//! [`reproduce`] (the paper's studies), [`bench`] (speed).
+
+pub mod bench;
+pub mod data;
+pub mod envs;
+pub mod eval;
+pub mod export;
+pub mod io;
+pub mod labels;
+pub mod mining;
+pub mod nn;
+pub mod predict;
+pub mod progress;
+pub mod qlearn;
+pub mod reproduce;
+pub mod train;
+
+/// Uses one worker thread for candle and rayon unless the caller chose otherwise: for the
+/// small networks of LAQ, one thread beats two on a 2-core machine by 10x or more
+/// (see `docs/performance.md`).
+pub fn default_threads(threads: Option<usize>) {
+    let n = threads.map(|n| n.to_string());
+    match n {
+        Some(n) => set_env("RAYON_NUM_THREADS", &n),
+        None if std::env::var_os("RAYON_NUM_THREADS").is_none() => {
+            set_env("RAYON_NUM_THREADS", "1")
+        }
+        None => {}
+    }
+}
+
+fn set_env(k: &str, v: &str) {
+    // Called at start-up, before any thread exists.
+    std::env::set_var(k, v);
+}

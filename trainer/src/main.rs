@@ -1,0 +1,270 @@
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use laq::data::Dataset;
+use laq::envs::gridworld::GridWorld;
+use laq::labels::LabelSource;
+use laq::mining::AntiCollapse;
+use laq::qlearn::QKind;
+use laq::reproduce::GridStudy;
+use laq::train::{self, TrainConfig};
+use std::path::PathBuf;
+
+// Candle allocates a fresh buffer for every intermediate tensor; mimalloc reuses them
+// instead of returning memory to the kernel, which halves a small training step.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "laq",
+    version,
+    about = "Latent Action Q-learning: value functions from state-only experience"
+)]
+struct Cli {
+    /// Worker threads for tensor operations (default 1: fastest for LAQ's small networks).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate a dataset from a built-in environment.
+    Gen {
+        #[command(subcommand)]
+        env: GenEnv,
+    },
+    /// Learn V(s) from a dataset: label transitions, Q-learn, export the model.
+    Train(TrainArgs),
+    /// Evaluate an exported model on every observation of a dataset (through the runtime).
+    Predict {
+        /// A `value.safetensors` written by `laq train` or `laq export`.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long)]
+        data: PathBuf,
+        /// CSV output: one row per observation.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Re-export a model, e.g. with int8 weights for microcontrollers without an FPU.
+    Export {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, value_enum)]
+        quantize: Option<Quantize>,
+        #[arg(long)]
+        out: PathBuf,
+        /// Compare the new model against the original on this dataset's observations.
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+    /// Reproduce a study of the paper end to end.
+    Reproduce {
+        #[command(subcommand)]
+        study: Study,
+    },
+    /// Time training steps against baselines measured in the same run.
+    Bench {
+        /// Fewer repetitions.
+        #[arg(long)]
+        quick: bool,
+        /// Also write the figures as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Quantize {
+    Int8,
+}
+
+#[derive(Subcommand)]
+enum GenEnv {
+    /// The paper's 6x6 grid world with its sub-optimal behaviour policy.
+    Gridworld {
+        #[arg(long, default_value_t = 20000)]
+        episodes: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Probability that the previous action is executed instead (sticky actions).
+        #[arg(long, default_value_t = 0.0)]
+        sticky: f64,
+        /// `.npz` or `.safetensors`.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum Study {
+    /// The grid-world study: every label source, Table 1 / S1 and Figure 1, sticky actions.
+    Gridworld {
+        #[arg(long, default_value = "out/gridworld")]
+        out: PathBuf,
+        #[arg(long, default_value_t = 20000)]
+        episodes: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Skip the sticky-action study.
+        #[arg(long)]
+        no_sticky: bool,
+    },
+}
+
+#[derive(Args)]
+struct TrainArgs {
+    /// Dataset (`.npz` or `.safetensors`, see docs/dataset-format.md).
+    #[arg(long)]
+    data: PathBuf,
+    /// Run directory for the model, labels, metrics and summary.
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, value_enum, default_value = "latent")]
+    labels: LabelSource,
+    #[arg(long, value_enum, default_value = "auto")]
+    q: QKind,
+    /// Number of latent actions K.
+    #[arg(long, default_value_t = 8)]
+    latent_actions: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Forward-model training steps (default: 3000).
+    #[arg(long)]
+    mining_steps: Option<usize>,
+    #[arg(long, value_enum)]
+    anti_collapse: Option<AntiCollapse>,
+    /// Forward models trained from different seeds; the lowest-loss one is kept (default 6).
+    #[arg(long)]
+    mining_restarts: Option<usize>,
+    /// DQN training steps (default: 20000).
+    #[arg(long)]
+    dqn_steps: Option<usize>,
+    /// Discount (default: 0.95 tabular, 0.99 DQN).
+    #[arg(long)]
+    gamma: Option<f64>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    laq::default_threads(cli.threads);
+    if let Err(e) = run(cli.cmd) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cmd: Cmd) -> Result<()> {
+    let device = candle_core::Device::Cpu;
+    match cmd {
+        Cmd::Gen {
+            env:
+                GenEnv::Gridworld {
+                    episodes,
+                    seed,
+                    sticky,
+                    out,
+                },
+        } => {
+            if !(0.0..=1.0).contains(&sticky) {
+                anyhow::bail!("--sticky must be a probability in [0, 1], got {sticky}");
+            }
+            let data = GridWorld::default().generate(episodes, seed, sticky);
+            data.save(&out)?;
+            eprintln!(
+                "wrote {} transitions from {episodes} episodes to {}",
+                data.len(),
+                out.display()
+            );
+        }
+        Cmd::Train(a) => {
+            let data = Dataset::load(&a.data)?;
+            let mut cfg = TrainConfig {
+                labels: a.labels,
+                q: a.q,
+                seed: a.seed,
+                ..Default::default()
+            };
+            cfg.mining.latent_actions = a.latent_actions;
+            if let Some(s) = a.mining_steps {
+                cfg.mining.steps = s;
+            }
+            if let Some(r) = a.mining_restarts {
+                cfg.mining.restarts = r;
+            }
+            if let Some(ac) = a.anti_collapse {
+                cfg.mining.anti_collapse = ac;
+            }
+            if let Some(s) = a.dqn_steps {
+                cfg.dqn.steps = s;
+            }
+            if let Some(g) = a.gamma {
+                if !(0.0..1.0).contains(&g) {
+                    anyhow::bail!("--gamma must be in [0, 1), got {g}");
+                }
+                cfg.tabular.gamma = g;
+                cfg.dqn.gamma = g;
+            }
+            eprintln!(
+                "{} transitions, observation shape {:?}",
+                data.len(),
+                data.obs_shape
+            );
+            let trained = train::train(&data, &cfg, &device)?;
+            train::write_run(&a.out, &data, &cfg, &trained, &a.data.display().to_string())?;
+            print!("{}", std::fs::read_to_string(a.out.join("summary.txt"))?);
+            println!("wrote {}", a.out.display());
+        }
+        Cmd::Predict { model, data, out } => {
+            let n = laq::predict::predict_csv(&model, &data, &out)?;
+            eprintln!("wrote V of {n} observations to {}", out.display());
+        }
+        Cmd::Export {
+            model,
+            quantize,
+            out,
+            data,
+        } => {
+            let m = laq::export::ValueModel::load(&model)?;
+            m.save(&out, matches!(quantize, Some(Quantize::Int8)))?;
+            eprintln!("wrote {}", out.display());
+            if let Some(d) = data {
+                let report = laq::predict::compare(&model, &out, &Dataset::load(&d)?)?;
+                println!("{report}");
+            }
+        }
+        Cmd::Reproduce {
+            study:
+                Study::Gridworld {
+                    out,
+                    episodes,
+                    seed,
+                    no_sticky,
+                },
+        } => {
+            let mut study = GridStudy {
+                episodes,
+                seed,
+                ..Default::default()
+            };
+            if no_sticky {
+                study.sticky.clear();
+            }
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let (_, report) = laq::reproduce::gridworld(&out, &study, &device)?;
+            print!("{report}");
+            println!("metrics: {}", out.join("metrics.json").display());
+        }
+        Cmd::Bench { quick, json } => {
+            let (v, report) = laq::bench::run(quick)?;
+            print!("{report}");
+            if let Some(p) = json {
+                laq::io::write_text(&p, &serde_json::to_string_pretty(&v)?)?;
+            }
+        }
+    }
+    Ok(())
+}

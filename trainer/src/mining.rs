@@ -1,0 +1,407 @@
+//! Latent-action mining: a forward model f(s, a) over K discrete latent actions, trained
+//! by hard EM on min over a of ||f(s, a) - s'||^2, then every transition is labelled
+//! with its arg-min.
+
+use crate::data::Dataset;
+use crate::nn::{self, Adam, Mlp};
+use crate::progress;
+use anyhow::{bail, Result};
+use candle_core::{Device, Tensor, D};
+use candle_nn::{Linear, Module, VarBuilder};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// How often the anti-collapse assignment is applied (from the authors' release).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AntiCollapse {
+    /// Every step (the authors' grid world).
+    Always,
+    /// At steps where `step % (step / 5000 + 1) == 0`: ever more rarely.
+    Annealed,
+    /// Never: plain hard EM.
+    Off,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MiningConfig {
+    /// Number of latent actions K.
+    pub latent_actions: usize,
+    /// Hidden sizes of the state encoder.
+    pub encoder: Vec<usize>,
+    /// Size of each latent action's learned embedding.
+    pub embedding: usize,
+    /// Hidden sizes of the decoder (input: encoding and embedding concatenated; at least one).
+    pub decoder: Vec<usize>,
+    pub batch_size: usize,
+    pub steps: usize,
+    pub lr: f64,
+    pub weight_decay: f64,
+    /// The learning rate is multiplied by 0.1 after each of these fractions of `steps`.
+    pub lr_drops: Vec<f64>,
+    /// Samples forced onto each latent action per batch by the anti-collapse assignment.
+    pub forced_per_action: usize,
+    pub anti_collapse: AntiCollapse,
+    /// Models trained from different seeds; the one with the lowest loss is kept.
+    pub restarts: usize,
+    /// Fraction of `steps` after which the restarts are compared.
+    pub screen: f64,
+}
+
+impl Default for MiningConfig {
+    /// The authors' grid-world network (encoder 64-64-64, embedding 64, decoder 64-64),
+    /// Adam 1e-3 with weight decay 1e-5, batch 64, learning rate x0.1 twice.
+    fn default() -> Self {
+        MiningConfig {
+            latent_actions: 8,
+            encoder: vec![64, 64, 64],
+            embedding: 64,
+            decoder: vec![64, 64],
+            batch_size: 64,
+            steps: 3000,
+            lr: 1e-3,
+            weight_decay: 1e-5,
+            lr_drops: vec![0.33, 0.67],
+            forced_per_action: 2,
+            anti_collapse: AntiCollapse::Annealed,
+            restarts: 6,
+            screen: 0.3,
+        }
+    }
+}
+
+/// The forward model. It predicts the standardised next state as the standardised state
+/// plus a learned change, for every latent action at once.
+///
+/// The decoder's first layer acts on [encoding, embedding]; it is stored as two blocks
+/// (`decoder.from_state`, `decoder.from_action`) so that the state block runs once per
+/// sample instead of once per sample and latent action.
+pub struct ForwardModel {
+    encoder: Mlp,
+    embeddings: Tensor,
+    from_state: Linear,
+    from_action: Linear,
+    decoder: Mlp,
+    k: usize,
+}
+
+impl ForwardModel {
+    pub fn new(vb: VarBuilder, obs_dim: usize, cfg: &MiningConfig) -> Result<Self> {
+        if cfg.latent_actions == 0
+            || cfg.encoder.is_empty()
+            || cfg.decoder.is_empty()
+            || cfg.embedding == 0
+        {
+            bail!("mining needs latent actions, an embedding, and at least one encoder and one decoder layer");
+        }
+        let mut enc = vec![obs_dim];
+        enc.extend(&cfg.encoder);
+        let encoder = Mlp::new(vb.pp("encoder"), &enc)?;
+        let embeddings = vb.get((cfg.latent_actions, cfg.embedding), "embeddings")?;
+        let hd = cfg.encoder[cfg.encoder.len() - 1];
+        let d0 = cfg.decoder[0];
+        let from_state = candle_nn::linear_no_bias(hd, d0, vb.pp("decoder.from_state"))?;
+        let from_action = candle_nn::linear(cfg.embedding, d0, vb.pp("decoder.from_action"))?;
+        let mut dec = cfg.decoder.clone();
+        dec.push(obs_dim);
+        let decoder = Mlp::new(vb.pp("decoder"), &dec)?;
+        Ok(ForwardModel {
+            encoder,
+            embeddings,
+            from_state,
+            from_action,
+            decoder,
+            k: cfg.latent_actions,
+        })
+    }
+
+    /// Predictions `[B, K, D]` for states `[B, D]`.
+    pub fn forward(&self, s: &Tensor) -> candle_core::Result<Tensor> {
+        let (b, d) = s.dims2()?;
+        // The encoder's last layer is followed by a ReLU too: it feeds the decoder.
+        let h = self.encoder.forward(s)?.relu()?;
+        let a = self.from_state.forward(&h)?;
+        let c = self.from_action.forward(&self.embeddings)?;
+        let d0 = a.dim(1)?;
+        let x = a
+            .unsqueeze(1)?
+            .broadcast_add(&c.unsqueeze(0)?)?
+            .relu()?
+            .reshape((b * self.k, d0))?;
+        let delta = self.decoder.forward(&x)?.reshape((b, self.k, d))?;
+        delta.broadcast_add(&s.unsqueeze(1)?)
+    }
+
+    /// Squared prediction error `[B, K]` of every latent action.
+    pub fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
+        self.forward(s)?
+            .broadcast_sub(&s_next.unsqueeze(1)?)?
+            .sqr()?
+            .sum(D::Minus1)
+    }
+}
+
+/// Hard-EM assignment of a batch: each sample to its lowest-error latent action, except
+/// that, when `forced > 0`, every action i first takes the `forced` lowest-error samples
+/// not yet taken, so no latent action goes dead.
+pub fn assign(errors: &[f32], k: usize, forced: usize) -> Vec<u32> {
+    let b = errors.len() / k;
+    let mut out: Vec<u32> = errors
+        .chunks_exact(k)
+        .map(|row| crate::eval::argmin_f32(row) as u32)
+        .collect();
+    if forced > 0 {
+        let mut taken = vec![false; b];
+        let mut order: Vec<usize> = (0..b).collect();
+        for i in 0..k {
+            order.sort_by(|&x, &y| {
+                errors[x * k + i]
+                    .total_cmp(&errors[y * k + i])
+                    .then(x.cmp(&y))
+            });
+            let mut n = 0;
+            for &j in &order {
+                if n == forced {
+                    break;
+                }
+                if !taken[j] {
+                    taken[j] = true;
+                    out[j] = i as u32;
+                    n += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One hard-EM step on a batch; returns the batch's hard-min loss.
+pub fn train_step(
+    model: &ForwardModel,
+    opt: &mut Adam,
+    s: &Tensor,
+    s2: &Tensor,
+    forced: usize,
+) -> Result<f32> {
+    let err = model.errors(s, s2)?;
+    let host: Vec<f32> = err.flatten_all()?.to_vec1()?;
+    let idx = assign(&host, model.k, forced);
+    let b = idx.len();
+    let idx = Tensor::from_vec(idx, (b, 1), s.device())?;
+    let loss = err.gather(&idx, 1)?.mean_all()?;
+    let value = loss.to_scalar::<f32>()?;
+    opt.backward_step(&loss)?;
+    Ok(value)
+}
+
+/// What mining produced.
+pub struct Mined {
+    pub labels: Vec<u32>,
+    /// Mean hard-min loss, averaged over each tenth of training.
+    pub loss_curve: Vec<f32>,
+    /// How many transitions each latent action labels.
+    pub usage: Vec<usize>,
+}
+
+/// One forward model in training, with everything that makes its run reproducible.
+struct Run {
+    model: ForwardModel,
+    opt: Adam,
+    rng: ChaCha8Rng,
+    /// Mean loss of each tenth of `steps`.
+    curve: Vec<f32>,
+    acc: (f64, usize),
+}
+
+/// Standardised transitions and scratch space for batches.
+struct Batches<'a> {
+    obs: &'a [f32],
+    next: &'a [f32],
+    d: usize,
+    bs: usize,
+    device: &'a Device,
+}
+
+impl Run {
+    fn new(d: usize, cfg: &MiningConfig, seed: u64, device: &Device) -> Result<Self> {
+        let (vm, vb) = nn::new_varmap(device);
+        let model = ForwardModel::new(vb, d, cfg)?;
+        nn::init_vars(&vm, seed)?;
+        let opt = Adam::new(&vm, cfg.lr, cfg.weight_decay)?;
+        let rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d69_6e65);
+        Ok(Run {
+            model,
+            opt,
+            rng,
+            curve: vec![],
+            acc: (0.0, 0),
+        })
+    }
+
+    /// Trains over `steps`; returns the mean loss of the last tenth of them.
+    fn train(
+        &mut self,
+        steps: std::ops::Range<usize>,
+        cfg: &MiningConfig,
+        b: &Batches,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<f64> {
+        let (d, bs) = (b.d, b.bs);
+        let n = b.obs.len() / d;
+        let mut s_host = vec![0f32; bs * d];
+        let mut s2_host = vec![0f32; bs * d];
+        let tail_from = steps.end - (steps.len() / 10).max(1);
+        let mut tail = (0.0, 0usize);
+        for step in steps {
+            let drops = cfg
+                .lr_drops
+                .iter()
+                .filter(|&&f| step as f64 >= f * cfg.steps as f64)
+                .count();
+            self.opt.lr = cfg.lr * 0.1f64.powi(drops as i32);
+            for j in 0..bs {
+                let i = self.rng.random_range(0..n);
+                s_host[j * d..(j + 1) * d].copy_from_slice(&b.obs[i * d..(i + 1) * d]);
+                s2_host[j * d..(j + 1) * d].copy_from_slice(&b.next[i * d..(i + 1) * d]);
+            }
+            let s = Tensor::from_slice(&s_host, (bs, d), b.device)?;
+            let s2 = Tensor::from_slice(&s2_host, (bs, d), b.device)?;
+            let apply = match cfg.anti_collapse {
+                AntiCollapse::Always => true,
+                AntiCollapse::Annealed => step % (step / 5000 + 1) == 0,
+                AntiCollapse::Off => false,
+            };
+            let forced = if apply { cfg.forced_per_action } else { 0 };
+            let loss = train_step(&self.model, &mut self.opt, &s, &s2, forced)? as f64;
+            self.acc.0 += loss;
+            self.acc.1 += 1;
+            if step >= tail_from {
+                tail.0 += loss;
+                tail.1 += 1;
+            }
+            if (step + 1) % (cfg.steps / 10).max(1) == 0 || step + 1 == cfg.steps {
+                let mean = self.acc.0 / self.acc.1 as f64;
+                self.curve.push(mean as f32);
+                bar.set_message(format!("loss {mean:.2e}"));
+                self.acc = (0.0, 0);
+            }
+            bar.inc(1);
+        }
+        Ok(tail.0 / tail.1.max(1) as f64)
+    }
+}
+
+/// Trains the forward model on the dataset and labels every transition.
+///
+/// Hard EM has local optima in which one latent action averages two real ones. With
+/// `restarts > 1`, that many models train for the first `screen` fraction of the steps
+/// and only the one with the lowest loss (no ground truth involved) trains on.
+pub fn mine(data: &Dataset, cfg: &MiningConfig, seed: u64, device: &Device) -> Result<Mined> {
+    let d = data.obs_dim();
+    let n = data.len();
+    if cfg.batch_size == 0 || cfg.steps == 0 {
+        bail!("mining needs batch_size > 0 and steps > 0");
+    }
+    let (mean, std) = nn::column_stats(&data.observations, d);
+    let obs = nn::standardise(&data.observations, &mean, &std);
+    let next = nn::standardise(&data.next_observations, &mean, &std);
+    let batches = Batches {
+        obs: &obs,
+        next: &next,
+        d,
+        bs: cfg.batch_size.min(n),
+        device,
+    };
+
+    let restarts = cfg.restarts.max(1);
+    let screen = if restarts > 1 {
+        ((cfg.steps as f64 * cfg.screen).round() as usize).clamp(1, cfg.steps)
+    } else {
+        0
+    };
+    let bar = progress::bar(
+        (restarts * screen + cfg.steps - screen) as u64,
+        "mining latent actions",
+    );
+    let mut best: Option<(f64, Run)> = None;
+    for r in 0..restarts {
+        let mut run = Run::new(d, cfg, seed.wrapping_add(r as u64 * 0x9e37_79b9), device)?;
+        let loss = run.train(0..screen, cfg, &batches, &bar)?;
+        if best.as_ref().is_none_or(|(l, _)| loss < *l) {
+            best = Some((loss, run));
+        }
+    }
+    let Some((_, mut run)) = best else {
+        bail!("no mining run")
+    };
+    run.train(screen..cfg.steps, cfg, &batches, &bar)?;
+    bar.finish_and_clear();
+
+    let labels = label(&run.model, &obs, &next, d, device)?;
+    let mut usage = vec![0; cfg.latent_actions];
+    for &l in &labels {
+        usage[l as usize] += 1;
+    }
+    Ok(Mined {
+        labels,
+        loss_curve: run.curve,
+        usage,
+    })
+}
+
+/// The arg-min latent action of every transition (standardised inputs). Identical
+/// transitions get the same label, so each distinct (s, s') is evaluated once.
+fn label(
+    model: &ForwardModel,
+    obs: &[f32],
+    next: &[f32],
+    d: usize,
+    device: &Device,
+) -> Result<Vec<u32>> {
+    let n = obs.len() / d;
+    let mut first: std::collections::HashMap<Vec<u32>, usize> = std::collections::HashMap::new();
+    let mut which = Vec::with_capacity(n);
+    let (mut uo, mut un) = (vec![], vec![]);
+    for i in 0..n {
+        let (s, s2) = (&obs[i * d..(i + 1) * d], &next[i * d..(i + 1) * d]);
+        let key: Vec<u32> = s.iter().chain(s2).map(|v| v.to_bits()).collect();
+        let id = *first.entry(key).or_insert_with(|| {
+            uo.extend_from_slice(s);
+            un.extend_from_slice(s2);
+            uo.len() / d - 1
+        });
+        which.push(id);
+    }
+    let u = uo.len() / d;
+    let chunk = 8192;
+    let mut unique = Vec::with_capacity(u);
+    for start in (0..u).step_by(chunk) {
+        let end = (start + chunk).min(u);
+        let s = Tensor::from_slice(&uo[start * d..end * d], (end - start, d), device)?;
+        let s2 = Tensor::from_slice(&un[start * d..end * d], (end - start, d), device)?;
+        unique.extend(model.errors(&s, &s2)?.argmin(D::Minus1)?.to_vec1::<u32>()?);
+    }
+    Ok(which.into_iter().map(|id| unique[id]).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignment_forces_every_action() {
+        // Every sample prefers action 0.
+        let k = 3;
+        let errors: Vec<f32> = (0..12)
+            .flat_map(|j| [0.0, 1.0 + j as f32, 2.0 + j as f32])
+            .collect();
+        assert!(assign(&errors, k, 0).iter().all(|&a| a == 0));
+        let a = assign(&errors, k, 2);
+        for i in 0..k as u32 {
+            assert!(a.iter().filter(|&&x| x == i).count() >= 2, "{a:?}");
+        }
+        // Action 1 takes the two samples where it is cheapest (rows 2 and 3, after 0, 1).
+        assert_eq!(&a[..6], &[0, 0, 1, 1, 2, 2]);
+    }
+}

@@ -1,0 +1,238 @@
+//! The whole pipeline on one dataset: labels, Q-learning, export, and the run directory.
+
+use crate::data::{Actions, Dataset};
+use crate::export::ValueModel;
+use crate::labels::{self, LabelSource, Labelled};
+use crate::mining::MiningConfig;
+use crate::qlearn::{self, DistillConfig, DqnConfig, QKind, Table, TabularConfig};
+use anyhow::{Context, Result};
+use candle_core::Device;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// Every setting of a training run; written to the run directory as `config.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainConfig {
+    pub labels: LabelSource,
+    pub q: QKind,
+    pub seed: u64,
+    pub mining: MiningConfig,
+    pub tabular: TabularConfig,
+    pub dqn: DqnConfig,
+    pub distill: DistillConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            labels: LabelSource::Latent,
+            q: QKind::Auto,
+            seed: 0,
+            mining: MiningConfig::default(),
+            tabular: TabularConfig::default(),
+            dqn: DqnConfig::default(),
+            distill: DistillConfig::default(),
+        }
+    }
+}
+
+/// Everything a run produced.
+pub struct Trained {
+    pub labelled: Labelled,
+    /// `Tabular` or `Dqn`: what `auto` resolved to.
+    pub q_used: QKind,
+    pub table: Option<Table>,
+    pub model: ValueModel,
+    pub distill_max_abs_error: Option<f64>,
+    pub q_loss: Vec<f32>,
+    /// Seconds spent in each stage, in order.
+    pub timings: Vec<(String, f64)>,
+}
+
+/// Labels the data, learns Q, and builds the exportable value model.
+pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Trained> {
+    let mut timings = vec![];
+    let t = Instant::now();
+    let labelled = labels::make(cfg.labels, data, &cfg.mining, cfg.seed, device)?;
+    timings.push((
+        format!("labels ({})", cfg.labels.key()),
+        t.elapsed().as_secs_f64(),
+    ));
+    let q_used = match cfg.q {
+        QKind::Auto if qlearn::is_tabular(data) => QKind::Tabular,
+        QKind::Auto => QKind::Dqn,
+        q => q,
+    };
+    let mut info = BTreeMap::new();
+    info.insert("labels".to_string(), cfg.labels.key().to_string());
+    info.insert(
+        "trainer".to_string(),
+        format!("laq {}", env!("CARGO_PKG_VERSION")),
+    );
+    info.insert("seed".to_string(), cfg.seed.to_string());
+    let t = Instant::now();
+    let out = match q_used {
+        QKind::Tabular => {
+            if !data.observations.iter().all(|v| v.fract() == 0.0) {
+                anyhow::bail!("`--q tabular` needs integer-valued observations; use `--q dqn`");
+            }
+            let table = qlearn::tabular(
+                data,
+                &labelled.labels,
+                labelled.num_actions,
+                &cfg.tabular,
+                cfg.seed,
+            )?;
+            timings.push(("Q-learning (tabular)".into(), t.elapsed().as_secs_f64()));
+            let t = Instant::now();
+            let (net, err) = qlearn::distill(&table, &cfg.distill, cfg.seed, device)?;
+            timings.push((
+                "export (fit MLP to table)".into(),
+                t.elapsed().as_secs_f64(),
+            ));
+            info.insert("q".to_string(), "tabular".to_string());
+            let model = ValueModel::from_qnetwork(&net, cfg.tabular.gamma, info)?;
+            Trained {
+                labelled,
+                q_used,
+                table: Some(table),
+                model,
+                distill_max_abs_error: Some(err),
+                q_loss: net.loss_curve,
+                timings,
+            }
+        }
+        _ => {
+            let net = qlearn::dqn(
+                data,
+                &labelled.labels,
+                labelled.num_actions,
+                &cfg.dqn,
+                cfg.seed,
+                device,
+            )?;
+            timings.push(("Q-learning (DQN)".into(), t.elapsed().as_secs_f64()));
+            info.insert("q".to_string(), "dqn".to_string());
+            let model = ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?;
+            Trained {
+                labelled,
+                q_used,
+                table: None,
+                model,
+                distill_max_abs_error: None,
+                q_loss: net.loss_curve,
+                timings,
+            }
+        }
+    };
+    Ok(out)
+}
+
+/// Metrics that need no reference: label usage and, when the data carries discrete
+/// ground-truth actions and discrete states, purity.
+pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
+    let mut usage = vec![0usize; tr.labelled.num_actions];
+    for &l in &tr.labelled.labels {
+        usage[l as usize] += 1;
+    }
+    let mut m = json!({
+        "labels": cfg.labels.key(),
+        "q": if tr.q_used == QKind::Tabular { "tabular" } else { "dqn" },
+        "transitions": data.len(),
+        "obs_shape": data.obs_shape,
+        "num_actions": tr.labelled.num_actions,
+        "label_usage": usage,
+        "mining_loss": tr.labelled.mining_loss,
+        "q_loss": tr.q_loss,
+        "timings_s": tr.timings.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+    });
+    if let Some(e) = tr.distill_max_abs_error {
+        m["export_max_abs_error"] = json!(e);
+    }
+    if let Some(Actions::Discrete(a)) = &data.actions {
+        m["global_purity"] = json!(crate::eval::global_purity(&tr.labelled.labels, a));
+        if let Some(table) = &tr.table {
+            let states: Vec<usize> = (0..data.len())
+                .map(|i| table.index.get(data.obs(i)).unwrap_or(0))
+                .collect();
+            m["purity"] = json!(crate::eval::state_purity(&states, &tr.labelled.labels, a));
+        }
+    }
+    m
+}
+
+/// Writes the run directory: `value.safetensors`, `labels.npy`, `metrics.json`,
+/// `config.json` and `summary.txt`. Every file is written atomically.
+pub fn write_run(
+    dir: &Path,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    tr: &Trained,
+    source: &str,
+) -> Result<Value> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    tr.model.save(&dir.join("value.safetensors"), false)?;
+    let labels: Vec<u8> = tr
+        .labelled
+        .labels
+        .iter()
+        .flat_map(|l| l.to_le_bytes())
+        .collect();
+    let arr = crate::data::RawArray {
+        dtype: crate::data::DType::U32,
+        shape: vec![labels.len() / 4],
+        bytes: labels,
+    };
+    crate::io::write_atomic(&dir.join("labels.npy"), &crate::data::npy_bytes(&arr))?;
+    let m = metrics(data, cfg, tr);
+    crate::io::write_text(
+        &dir.join("metrics.json"),
+        &serde_json::to_string_pretty(&m)?,
+    )?;
+    crate::io::write_text(
+        &dir.join("config.json"),
+        &serde_json::to_string_pretty(cfg)?,
+    )?;
+    crate::io::write_text(
+        &dir.join("summary.txt"),
+        &summary(data, cfg, tr, &m, source),
+    )?;
+    Ok(m)
+}
+
+fn summary(data: &Dataset, cfg: &TrainConfig, tr: &Trained, m: &Value, source: &str) -> String {
+    let mut s = String::new();
+    s += &format!("LAQ run on {source}\n");
+    s += &format!("  transitions        {}\n", data.len());
+    s += &format!("  observation shape  {:?}\n", data.obs_shape);
+    s += &format!(
+        "  labels             {} ({} actions)\n",
+        cfg.labels.key(),
+        tr.labelled.num_actions
+    );
+    s += &format!("  label usage        {}\n", m["label_usage"]);
+    s += &format!("  Q-learning         {}\n", m["q"].as_str().unwrap_or("?"));
+    if let Some(p) = m.get("purity") {
+        s += &format!(
+            "  purity (state)     {:.4}\n",
+            p.as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    if let Some(e) = tr.distill_max_abs_error {
+        s += &format!("  export error       {e:.2e} (largest |Q_mlp - Q_table|)\n");
+    }
+    s += &format!(
+        "  model              value.safetensors: {} -> {} ({} layers, head {})\n",
+        tr.model.input_dim(),
+        tr.model.num_outputs(),
+        tr.model.layers.len(),
+        tr.model.head.name()
+    );
+    for (k, v) in &tr.timings {
+        s += &format!("  time {k:<28} {v:.2} s\n");
+    }
+    s
+}
