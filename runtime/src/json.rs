@@ -140,6 +140,7 @@ impl<'h> Scanner<'h> {
     }
 
     /// Skips whitespace, then consumes `c` if it comes next.
+    #[inline(never)]
     fn eat(&mut self, c: u8) -> bool {
         self.skip_ws();
         if self.peek() == Some(c) {
@@ -150,6 +151,7 @@ impl<'h> Scanner<'h> {
         }
     }
 
+    #[inline(never)]
     fn expect(&mut self, c: u8) -> Result<(), Error> {
         if self.eat(c) {
             Ok(())
@@ -158,6 +160,7 @@ impl<'h> Scanner<'h> {
         }
     }
 
+    #[inline(never)]
     fn string(&mut self) -> Result<RawStr<'h>, Error> {
         self.expect(b'"')?;
         let start = self.pos;
@@ -234,46 +237,63 @@ impl<'h> Scanner<'h> {
         }
     }
 
-    fn tensor_info(&mut self) -> Result<TensorInfo, Error> {
-        let mut dtype = None;
-        let mut shape = None;
-        let mut offsets = None;
+    /// `{ "key": value, ... }`: calls `value` after each key and its colon.
+    #[inline(never)]
+    fn object(
+        &mut self,
+        value: &mut dyn FnMut(&mut Self, RawStr<'h>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         self.expect(b'{')?;
         if self.eat(b'}') {
-            return Err(Error::InvalidJson);
+            return Ok(());
         }
         loop {
             let key = self.string()?;
             self.expect(b':')?;
-            if key.is("dtype") && dtype.is_none() {
-                let s = self.string()?;
-                dtype = Some(if s.is("F32") {
-                    Dtype::F32
-                } else if s.is("I8") {
-                    Dtype::I8
-                } else if s.is("I32") {
-                    Dtype::I32
-                } else {
-                    Dtype::Other
-                });
-            } else if key.is("shape") && shape.is_none() {
-                let mut dims = [0u32; 2];
-                let rank = self.uint_array(&mut dims)?;
-                shape = Some((rank, dims));
-            } else if key.is("data_offsets") && offsets.is_none() {
-                let mut pair = [0u32; 2];
-                if self.uint_array(&mut pair)? != 2 {
-                    return Err(Error::InvalidJson);
-                }
-                offsets = Some(pair);
-            } else {
-                return Err(Error::InvalidJson);
-            }
+            value(self, key)?;
             if self.eat(b'}') {
-                break;
+                return Ok(());
             }
             self.expect(b',')?;
         }
+    }
+
+    /// `{"dtype": .., "shape": [..], "data_offsets": [b, e]}` (each key once).
+    fn tensor_info(&mut self) -> Result<TensorInfo, Error> {
+        let mut dtype = None;
+        let mut shape = None;
+        let mut offsets = None;
+        self.object(&mut |s, key| {
+            let done = match key.bytes() {
+                b"dtype" if dtype.is_none() => {
+                    dtype = Some(match s.string()?.bytes() {
+                        b"F32" => Dtype::F32,
+                        b"I8" => Dtype::I8,
+                        b"I32" => Dtype::I32,
+                        _ => Dtype::Other,
+                    });
+                    true
+                }
+                b"shape" if shape.is_none() => {
+                    let mut dims = [0u32; 2];
+                    let rank = s.uint_array(&mut dims)?;
+                    shape = Some((rank, dims));
+                    true
+                }
+                b"data_offsets" if offsets.is_none() => {
+                    let mut pair = [0u32; 2];
+                    let n = s.uint_array(&mut pair)?;
+                    offsets = Some(pair);
+                    n == 2
+                }
+                _ => false,
+            };
+            if done {
+                Ok(())
+            } else {
+                Err(Error::InvalidJson)
+            }
+        })?;
         match (dtype, shape, offsets) {
             (Some(dtype), Some((rank, shape)), Some([begin, end])) => Ok(TensorInfo {
                 dtype,
@@ -283,23 +303,6 @@ impl<'h> Scanner<'h> {
                 end,
             }),
             _ => Err(Error::InvalidJson),
-        }
-    }
-
-    fn metadata(&mut self, f: &mut dyn FnMut(Entry<'h>) -> Result<(), Error>) -> Result<(), Error> {
-        self.expect(b'{')?;
-        if self.eat(b'}') {
-            return Ok(());
-        }
-        loop {
-            let key = self.string()?;
-            self.expect(b':')?;
-            let value = self.string()?;
-            f(Entry::Meta(key, value))?;
-            if self.eat(b'}') {
-                return Ok(());
-            }
-            self.expect(b',')?;
         }
     }
 }
@@ -319,33 +322,27 @@ pub(crate) fn walk<'h>(
     };
     let mut seen: u64 = 0;
     let mut seen_metadata = false;
-    s.expect(b'{')?;
-    if !s.eat(b'}') {
-        loop {
-            let key = s.string()?;
-            s.expect(b':')?;
-            if key.is("__metadata__") {
-                if seen_metadata {
-                    return Err(Error::DuplicateTensor);
-                }
-                seen_metadata = true;
-                s.metadata(f)?;
-            } else {
-                let slot = slot_of(key.bytes()).ok_or(Error::UnknownTensor)?;
-                let bit = 1u64 << slot;
-                if seen & bit != 0 {
-                    return Err(Error::DuplicateTensor);
-                }
-                seen |= bit;
-                let info = s.tensor_info()?;
-                f(Entry::Tensor(slot, info))?;
+    s.object(&mut |s, key| {
+        if key.is("__metadata__") {
+            if seen_metadata {
+                return Err(Error::DuplicateTensor);
             }
-            if s.eat(b'}') {
-                break;
+            seen_metadata = true;
+            s.object(&mut |s, key| {
+                let value = s.string()?;
+                f(Entry::Meta(key, value))
+            })
+        } else {
+            let slot = slot_of(key.bytes()).ok_or(Error::UnknownTensor)?;
+            let bit = 1u64 << slot;
+            if seen & bit != 0 {
+                return Err(Error::DuplicateTensor);
             }
-            s.expect(b',')?;
+            seen |= bit;
+            let info = s.tensor_info()?;
+            f(Entry::Tensor(slot, info))
         }
-    }
+    })?;
     s.skip_ws();
     if s.pos == header.len() {
         Ok(())

@@ -4,7 +4,7 @@
 //! `&[f32]`, unaligned bytes, int8), so the aligned and byte-wise paths give
 //! bit-identical results, and the host and the target compute the same values.
 
-/// A run of little-endian f32 values inside the model bytes.
+/// Weights of one layer: a run of little-endian f32 values inside the model bytes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum F32s<'a> {
     /// 4-aligned data on a little-endian target: read as `f32` directly.
@@ -26,22 +26,24 @@ impl<'a> F32s<'a> {
     pub(crate) fn is_aligned(self) -> bool {
         matches!(self, F32s::Aligned(_))
     }
+}
 
-    /// The value at `i` (validated tensors are always long enough: 0.0 otherwise).
-    #[inline]
-    pub(crate) fn at(self, i: usize) -> f32 {
-        match self {
-            F32s::Aligned(v) => v.get(i).copied().unwrap_or(0.0),
-            F32s::Bytes(b) => le_f32(b, i),
-        }
+/// The little-endian f32 at index `i` of `bytes` (0.0 past the end, which validated
+/// tensors never reach). Used for the small per-row and per-input vectors.
+#[inline]
+pub(crate) fn le_at(bytes: &[u8], i: usize) -> f32 {
+    let start = i.saturating_mul(4);
+    match bytes.get(start..start.saturating_add(4)) {
+        Some(chunk) => le(chunk),
+        None => 0.0,
     }
 }
 
-#[inline]
-fn le_f32(bytes: &[u8], i: usize) -> f32 {
-    let start = i.saturating_mul(4);
-    match bytes.get(start..start.saturating_add(4)) {
-        Some(&[a, b, c, d]) => f32::from_le_bytes([a, b, c, d]),
+/// Reads the little-endian f32 in a 4-byte chunk.
+#[inline(always)]
+fn le(chunk: &[u8]) -> f32 {
+    match *chunk {
+        [a, b, c, d] => f32::from_le_bytes([a, b, c, d]),
         _ => 0.0,
     }
 }
@@ -53,16 +55,18 @@ pub(crate) enum Weights<'a> {
     /// Int8 weights with one f32 scale per output row: `w = q * scale[row]`.
     I8 {
         q: &'a [u8],
-        scale: F32s<'a>,
+        scale: &'a [u8],
     },
 }
 
-/// Reads the little-endian f32 in a 4-byte chunk.
+/// Bias, then ReLU if asked.
 #[inline(always)]
-fn le(chunk: &[u8]) -> f32 {
-    match *chunk {
-        [a, b, c, d] => f32::from_le_bytes([a, b, c, d]),
-        _ => 0.0,
+fn finish(sum: f32, bias: f32, relu: bool) -> f32 {
+    let v = sum + bias;
+    if relu && v < 0.0 {
+        0.0
+    } else {
+        v
     }
 }
 
@@ -76,101 +80,133 @@ fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
     s
 }
 
-/// Aligned f32 weights, the fast path: blocks of 4 rows x 4 columns. Each `x[j]` is
-/// loaded once for four rows, and the four independent sums hide the FPU's latency;
-/// each row is still summed left to right, so results equal [`dot_f32`]'s.
-fn matvec_f32(w: &[f32], x: &[f32], y: &mut [f32]) {
+/// `[sum_j rows[k][j] * x[j]; 4]` over the columns of `x`, for a multiple of 4
+/// columns, each row accumulated left to right. Portable version: blocks of 4 rows x
+/// 4 columns, so each `x[j]` is loaded once for four rows and the four independent
+/// sums hide the FPU's latency.
+#[cfg_attr(all(target_arch = "arm", target_abi = "eabihf"), allow(dead_code))]
+pub(crate) fn block4_portable(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+    let [r0, r1, r2, r3] = rows;
+    let (mut s0, mut s1, mut s2, mut s3) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+    let quads = x
+        .chunks_exact(4)
+        .zip(r0.chunks_exact(4))
+        .zip(r1.chunks_exact(4))
+        .zip(r2.chunks_exact(4))
+        .zip(r3.chunks_exact(4));
+    for ((((xq, a), b), c), d) in quads {
+        if let (
+            [x0, x1, x2, x3],
+            [a0, a1, a2, a3],
+            [b0, b1, b2, b3],
+            [c0, c1, c2, c3],
+            [d0, d1, d2, d3],
+        ) = (xq, a, b, c, d)
+        {
+            s0 += a0 * x0;
+            s1 += b0 * x0;
+            s2 += c0 * x0;
+            s3 += d0 * x0;
+            s0 += a1 * x1;
+            s1 += b1 * x1;
+            s2 += c1 * x1;
+            s3 += d1 * x1;
+            s0 += a2 * x2;
+            s1 += b2 * x2;
+            s2 += c2 * x2;
+            s3 += d2 * x2;
+            s0 += a3 * x3;
+            s1 += b3 * x3;
+            s2 += c3 * x3;
+            s3 += d3 * x3;
+        }
+    }
+    [s0, s1, s2, s3]
+}
+
+#[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
+use block4_portable as block4;
+
+#[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
+use crate::arm::block4;
+
+/// `v[start..]`, empty if out of range.
+#[inline(always)]
+fn from(v: &[f32], start: usize) -> &[f32] {
+    v.get(start..).unwrap_or(&[])
+}
+
+/// Aligned f32 weights, the fast path: four rows at a time through [`block4`] (the
+/// columns in groups of four), then the leftover columns and rows. Every row is summed
+/// left to right, so results equal [`dot_f32`]'s and the byte-wise path's.
+fn matvec_f32(w: &[f32], bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
     let cols = x.len();
     if cols == 0 {
         return;
     }
+    let head = cols & !3;
+    let (xh, xt) = x.split_at_checked(head).unwrap_or((x, &[]));
     let mut rows = w.chunks_exact(cols);
     let mut outs = y.chunks_exact_mut(4);
-    for out in &mut outs {
+    let mut biases = bias.chunks_exact(16);
+    for (out, b) in (&mut outs).zip(&mut biases) {
         let (Some(r0), Some(r1), Some(r2), Some(r3)) =
             (rows.next(), rows.next(), rows.next(), rows.next())
         else {
             break;
         };
-        let (mut s0, mut s1, mut s2, mut s3) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
-        let xs = x.chunks_exact(4);
-        let (c0, c1, c2, c3) = (
-            r0.chunks_exact(4),
-            r1.chunks_exact(4),
-            r2.chunks_exact(4),
-            r3.chunks_exact(4),
-        );
-        let tails = (
-            xs.remainder(),
-            c0.remainder(),
-            c1.remainder(),
-            c2.remainder(),
-            c3.remainder(),
-        );
-        for ((((xq, a), b), c), d) in xs.zip(c0).zip(c1).zip(c2).zip(c3) {
-            if let (
-                [x0, x1, x2, x3],
-                [a0, a1, a2, a3],
-                [b0, b1, b2, b3],
-                [c0, c1, c2, c3],
-                [d0, d1, d2, d3],
-            ) = (xq, a, b, c, d)
-            {
-                s0 += a0 * x0;
-                s1 += b0 * x0;
-                s2 += c0 * x0;
-                s3 += d0 * x0;
-                s0 += a1 * x1;
-                s1 += b1 * x1;
-                s2 += c1 * x1;
-                s3 += d1 * x1;
-                s0 += a2 * x2;
-                s1 += b2 * x2;
-                s2 += c2 * x2;
-                s3 += d2 * x2;
-                s0 += a3 * x3;
-                s1 += b3 * x3;
-                s2 += c3 * x3;
-                s3 += d3 * x3;
+        let [mut s0, mut s1, mut s2, mut s3] = block4(xh, [r0, r1, r2, r3]);
+        if !xt.is_empty() {
+            let tails = xt
+                .iter()
+                .zip(from(r0, head))
+                .zip(from(r1, head))
+                .zip(from(r2, head))
+                .zip(from(r3, head));
+            for ((((&xv, &a), &b), &c), &d) in tails {
+                s0 += a * xv;
+                s1 += b * xv;
+                s2 += c * xv;
+                s3 += d * xv;
             }
         }
-        let (xt, t0, t1, t2, t3) = tails;
-        for ((((&xv, &a), &b), &c), &d) in xt.iter().zip(t0).zip(t1).zip(t2).zip(t3) {
-            s0 += a * xv;
-            s1 += b * xv;
-            s2 += c * xv;
-            s3 += d * xv;
-        }
         if let [o0, o1, o2, o3] = out {
-            *o0 = s0;
-            *o1 = s1;
-            *o2 = s2;
-            *o3 = s3;
+            *o0 = finish(s0, le_at(b, 0), relu);
+            *o1 = finish(s1, le_at(b, 1), relu);
+            *o2 = finish(s2, le_at(b, 2), relu);
+            *o3 = finish(s3, le_at(b, 3), relu);
         }
     }
-    for (row, out) in rows.zip(outs.into_remainder()) {
-        *out = dot_f32(row, x);
+    let rest = rows
+        .zip(outs.into_remainder())
+        .zip(biases.remainder().chunks_exact(4));
+    for ((row, out), b) in rest {
+        *out = finish(dot_f32(row, x), le(b), relu);
     }
 }
 
 /// Unaligned f32 weights, the fallback: one row at a time, read byte-wise.
-fn matvec_le(w: &[u8], x: &[f32], y: &mut [f32]) {
+fn matvec_le(w: &[u8], bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
     let row_bytes = x.len().saturating_mul(4);
     if row_bytes == 0 {
         return;
     }
-    for (row, out) in w.chunks_exact(row_bytes).zip(y.iter_mut()) {
+    for ((row, out), b) in w
+        .chunks_exact(row_bytes)
+        .zip(y.iter_mut())
+        .zip(bias.chunks_exact(4))
+    {
         let mut s = 0.0f32;
         for (w, &xv) in row.chunks_exact(4).zip(x) {
             s += le(w) * xv;
         }
-        *out = s;
+        *out = finish(s, le(b), relu);
     }
 }
 
-/// Int8 weights: four rows at a time, `q * x` accumulated in f32; the caller applies
-/// the row scale once per row.
-fn matvec_i8(q: &[u8], x: &[f32], y: &mut [f32]) {
+/// Int8 weights: four rows at a time, `q * x` accumulated in f32, then one multiply
+/// by the row's scale.
+fn matvec_i8(q: &[u8], scale: &[u8], bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
     let cols = x.len();
     if cols == 0 {
         return;
@@ -204,23 +240,18 @@ fn matvec_i8(q: &[u8], x: &[f32], y: &mut [f32]) {
         }
         *out = s;
     }
+    for (r, out) in y.iter_mut().enumerate() {
+        *out = finish(*out * le_at(scale, r), le_at(bias, r), relu);
+    }
 }
 
-/// `y = W x + b`, then ReLU if `relu`. `W` is `[y.len(), x.len()]`, row-major.
-pub(crate) fn linear(weights: Weights<'_>, bias: F32s<'_>, x: &[f32], y: &mut [f32], relu: bool) {
+/// `y = W x + b`, then ReLU if `relu`. `W` is `[y.len(), x.len()]`, row-major; `bias`
+/// holds `y.len()` little-endian f32 values.
+pub(crate) fn linear(weights: Weights<'_>, bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
     match weights {
-        Weights::F32(F32s::Aligned(w)) => matvec_f32(w, x, y),
-        Weights::F32(F32s::Bytes(w)) => matvec_le(w, x, y),
-        Weights::I8 { q, scale } => {
-            matvec_i8(q, x, y);
-            for (r, out) in y.iter_mut().enumerate() {
-                *out *= scale.at(r);
-            }
-        }
-    }
-    for (r, out) in y.iter_mut().enumerate() {
-        let v = *out + bias.at(r);
-        *out = if relu && v < 0.0 { 0.0 } else { v };
+        Weights::F32(F32s::Aligned(w)) => matvec_f32(w, bias, x, y, relu),
+        Weights::F32(F32s::Bytes(w)) => matvec_le(w, bias, x, y, relu),
+        Weights::I8 { q, scale } => matvec_i8(q, scale, bias, x, y, relu),
     }
 }
 
@@ -254,16 +285,10 @@ mod tests {
             shifted.extend_from_slice(&wb);
             let mut a = std::vec![0.0f32; rows];
             let mut u = std::vec![0.0f32; rows];
-            linear(
-                Weights::F32(F32s::Aligned(&w)),
-                F32s::Bytes(&b),
-                &x,
-                &mut a,
-                false,
-            );
+            linear(Weights::F32(F32s::Aligned(&w)), &b, &x, &mut a, false);
             linear(
                 Weights::F32(F32s::Bytes(&shifted[1..])),
-                F32s::Bytes(&b),
+                &b,
                 &x,
                 &mut u,
                 false,
@@ -271,7 +296,7 @@ mod tests {
             assert_eq!(a, u);
             for (r, out) in a.iter().enumerate() {
                 let row = &w[r * cols..(r + 1) * cols];
-                let expect = row.iter().zip(&x).fold(0.0f32, |s, (w, x)| s + w * x) + le_f32(&b, r);
+                let expect = row.iter().zip(&x).fold(0.0f32, |s, (w, x)| s + w * x) + le_at(&b, r);
                 assert_eq!(*out, expect, "rows {rows} cols {cols} row {r}");
             }
         }
@@ -291,9 +316,9 @@ mod tests {
         linear(
             Weights::I8 {
                 q: &q6,
-                scale: F32s::Bytes(&scale),
+                scale: &scale,
             },
-            F32s::Bytes(&bias),
+            &bias,
             &x,
             &mut y,
             true,

@@ -14,7 +14,8 @@
 //! - [`Model::select`] picks among user [`Controller`]s by `reward + gamma * V(next)`.
 //! - [`Model::shaped_reward`] gives the potential-based shaped reward.
 //!
-//! No allocation, no panics (enforced by lints), no `unsafe`. Features: `alloc`
+//! No allocation, no panics (enforced by lints), and no `unsafe` except one audited
+//! assembly loop for hard-float ARM targets (`src/arm.rs`). Features: `alloc`
 //! (`OwnedModel`), `std` (implies `alloc`), `defmt` (`defmt::Format` for the public
 //! types).
 //!
@@ -51,6 +52,8 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+#[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
+mod arm;
 mod error;
 mod json;
 mod kernels;

@@ -6,7 +6,7 @@ use crate::json::{
     self, Dtype, Entry, RawStr, TensorInfo, SLOTS, SLOT_DENSITY_DIMS, SLOT_DENSITY_MEANS,
     SLOT_DENSITY_VARIANCES, SLOT_DENSITY_WEIGHTS, SLOT_INPUT_MEAN, SLOT_INPUT_SCALE, SLOT_LAYERS,
 };
-use crate::kernels::{linear, F32s, Weights};
+use crate::kernels::{le_at, linear, F32s, Weights};
 use crate::num::{parse_f32, parse_usize};
 use crate::Error;
 
@@ -346,7 +346,7 @@ impl Layout {
             return Err(Error::InvalidShape);
         }
         // `data_len < u32::MAX`, so saturated (huge) offsets fail here.
-        if info.begin > info.end || info.end >= data_len.saturating_add(1) {
+        if info.begin > info.end || info.end > data_len {
             return Err(Error::InvalidOffsets);
         }
         let size = info.dtype.size() as u32;
@@ -807,25 +807,24 @@ impl<'a> Model<'a> {
         (self.layout.input_dim as usize).saturating_add(self.layout.act_len as usize)
     }
 
-    /// Whether every f32 tensor is 4-aligned, i.e. read through the `&[f32]` fast path
-    /// (otherwise some are read byte-wise; results are identical either way). Load
-    /// the file from an 8-aligned address to get the fast path.
+    /// Whether every f32 weight matrix is 4-aligned, i.e. read through the `&[f32]`
+    /// fast path (otherwise byte-wise, one row at a time; results are identical either
+    /// way). Load the file from an 8-aligned address to get the fast path.
     ///
     /// ```
-    /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
     /// #[repr(C, align(8))]
     /// struct Aligned<T: ?Sized>(T);
-    /// static FILE: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors")));
+    /// static FILE: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    ///     env!("CARGO_MANIFEST_DIR"),
+    ///     "/tests/data/tiny.safetensors"
+    /// )));
     /// let model = laq_runtime::Model::new_checked(&FILE.0)?;
     /// assert!(model.is_aligned());
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn is_aligned(&self) -> bool {
-        (0..SLOTS).all(|slot| {
-            let int = slot == SLOT_DENSITY_DIMS
-                || (self.layout.is_weight_slot(slot) && self.layout.slot_is_int8(slot));
-            int || self.layout.present & bit(slot) == 0 || self.f32s(slot).is_aligned()
-        })
+        (0..self.num_layers())
+            .all(|i| self.layout.int8 & (1 << i) != 0 || self.f32s(weight_slot(i)).is_aligned())
     }
 
     /// Whether the file has a density gate.
@@ -876,10 +875,10 @@ impl<'a> Model<'a> {
         let need = self.layout.act_len as usize;
         let buf = scratch.get_mut(..need).ok_or(Error::BufferTooSmall)?;
 
-        let mean = self.f32s(SLOT_INPUT_MEAN);
-        let scale = self.f32s(SLOT_INPUT_SCALE);
+        let mean = self.bytes(SLOT_INPUT_MEAN);
+        let scale = self.bytes(SLOT_INPUT_SCALE);
         for (j, (x, s)) in buf.iter_mut().zip(state).enumerate() {
-            *x = (s - mean.at(j)) * scale.at(j);
+            *x = (s - le_at(mean, j)) * le_at(scale, j);
         }
 
         let layers = self.num_layers();
@@ -891,12 +890,12 @@ impl<'a> Model<'a> {
             let weights = if self.layout.int8 & (1 << i) != 0 {
                 Weights::I8 {
                     q: self.bytes(weight_slot(i)),
-                    scale: self.f32s(scale_slot(i)),
+                    scale: self.bytes(scale_slot(i)),
                 }
             } else {
                 Weights::F32(self.f32s(weight_slot(i)))
             };
-            let bias = self.f32s(bias_slot(i));
+            let bias = self.bytes(bias_slot(i));
             let relu = i + 1 < layers;
             // Ping-pong between the front and the back of the buffer: the input of a
             // layer and its output never overlap because in_i + out_i <= need.
@@ -1000,14 +999,14 @@ impl<'a> Model<'a> {
             return Ok(None);
         }
         let g = self.layout.gate_dims as usize;
-        let weights = self.f32s(SLOT_DENSITY_WEIGHTS);
-        let means = self.f32s(SLOT_DENSITY_MEANS);
-        let variances = self.f32s(SLOT_DENSITY_VARIANCES);
+        let weights = self.bytes(SLOT_DENSITY_WEIGHTS);
+        let means = self.bytes(SLOT_DENSITY_MEANS);
+        let variances = self.bytes(SLOT_DENSITY_VARIANCES);
         let dims = self.bytes(SLOT_DENSITY_DIMS);
         let mut max = f32::NEG_INFINITY;
         let mut sum = 0.0f32;
         for m in 0..self.layout.mixtures as usize {
-            let w = weights.at(m);
+            let w = le_at(weights, m);
             if w <= 0.0 {
                 continue;
             }
@@ -1024,8 +1023,8 @@ impl<'a> Model<'a> {
                 };
                 let s = state.get(dim).copied().unwrap_or(0.0);
                 let k = m.saturating_mul(g).saturating_add(j);
-                let var = variances.at(k);
-                let diff = s - means.at(k);
+                let var = le_at(variances, k);
+                let diff = s - le_at(means, k);
                 t += diff * diff / var + libm::logf(core::f32::consts::TAU * var);
             }
             let term = libm::logf(w) - 0.5 * t;

@@ -139,7 +139,7 @@ impl ValueModel {
                 Ok((n.clone(), TensorView::new(*dt, shape.clone(), bytes)?))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(safetensors::serialize(views, Some(meta))?)
+        canonical_header(&safetensors::serialize(views, Some(meta))?)
     }
 
     /// Writes the model atomically.
@@ -270,6 +270,20 @@ impl ValueModel {
         };
         Ok(v.to_vec1()?)
     }
+}
+
+/// Rewrites a safetensors header with sorted keys: the reference writer emits its
+/// metadata map in hash order, which would make identical models differ byte-wise.
+fn canonical_header(bytes: &[u8]) -> Result<Vec<u8>> {
+    let n = u64::from_le_bytes(bytes.get(..8).context("short file")?.try_into()?) as usize;
+    let header: serde_json::Value = serde_json::from_slice(bytes.get(8..8 + n).context("short header")?)?;
+    let mut text = serde_json::to_vec(&header)?;
+    text.resize(text.len().next_multiple_of(8), b' ');
+    let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - 8 - n);
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(&text);
+    out.extend_from_slice(&bytes[8 + n..]);
+    Ok(out)
 }
 
 /// Symmetric per-row int8 quantisation of a row-major `[rows, cols]` matrix.

@@ -34,7 +34,7 @@ pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
 /// Writes `index,obs_0..obs_{D-1},value` rows; returns the number of rows.
 pub fn predict_csv(model: &Path, data: &Path, out: &Path) -> Result<usize> {
     let data = Dataset::load(data)?;
-    let v = values(model, &data).with_context(|| format!("cannot evaluate {}", model.display()))?;
+    let v = values(model, &data)?;
     let d = data.obs_dim();
     let mut s = String::from("index");
     if d <= 16 {

@@ -1,0 +1,159 @@
+//! The `laq` command line, end to end.
+
+use std::path::Path;
+use std::process::Command;
+
+fn laq(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_laq")).args(args).env("LAQ_QUIET", "1").output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = laq(args);
+    assert!(out.status.success(), "laq {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn metrics(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The paper's grid-world claims, computed from scratch by `laq reproduce gridworld`.
+#[test]
+fn reproduce_gridworld_meets_the_papers_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("grid");
+    let report = ok(&["reproduce", "gridworld", "--out", out.to_str().unwrap()]);
+    assert!(report.contains("latent") && report.contains("Sticky"), "{report}");
+    let m = metrics(&out.join("metrics.json"));
+    let get = |s: &str, k: &str| m["methods"][s][k].as_f64().unwrap();
+    for s in ["latent", "single", "gt", "gt_refined4", "impure", "cluster", "cluster_diff"] {
+        for k in ["spearman", "purity", "value_mse", "behavior_accuracy"] {
+            assert!(get(s, k).is_finite(), "{s}.{k}");
+        }
+    }
+    assert!(get("latent", "purity") >= 0.98, "{}", get("latent", "purity"));
+    assert!(get("latent", "spearman") >= 0.95);
+    assert!(get("single", "spearman") < 0.5);
+    assert!(get("gt_refined4", "spearman") >= 0.95);
+    assert!(get("gt_refined4", "behavior_accuracy") >= get("gt", "behavior_accuracy") - 1e-9);
+    assert!(get("impure", "value_mse") > 10.0 * get("gt", "value_mse"));
+    assert!(get("impure", "behavior_accuracy") < get("gt", "behavior_accuracy"));
+    assert_eq!(get("gt", "spearman"), 1.0);
+    assert_eq!(m["sticky"].as_array().unwrap().len(), 5);
+    assert!(out.join("model/value.safetensors").exists());
+    // The exported model is evaluated through the runtime by `laq predict`.
+    let csv = dir.path().join("v.csv");
+    ok(&[
+        "predict",
+        "--model",
+        out.join("model/value.safetensors").to_str().unwrap(),
+        "--data",
+        out.join("grid.npz").to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), m["transitions"].as_u64().unwrap() as usize + 1);
+}
+
+#[test]
+fn bad_inputs_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    ok(&["gen", "gridworld", "--episodes", "50", "--out", &p("g.npz")]);
+    // A corrupt model: a clear error, non-zero exit, no output file.
+    let bytes = std::fs::read("../models/gridworld/value.safetensors").unwrap();
+    for cut in [0, 7, 100, bytes.len() - 1] {
+        std::fs::write(p("bad.safetensors"), &bytes[..cut]).unwrap();
+        let out = laq(&["predict", "--model", &p("bad.safetensors"), "--data", &p("g.npz"), "--out", &p("v.csv")]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error:") && err.contains("bad.safetensors"), "{err}");
+        assert!(!Path::new(&p("v.csv")).exists());
+    }
+    // A missing file and a file that is not a dataset.
+    let out = laq(&["train", "--data", &p("missing.npz"), "--out", &p("run")]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.npz"));
+    std::fs::write(p("junk.npz"), b"not a zip").unwrap();
+    let out = laq(&["train", "--data", &p("junk.npz"), "--out", &p("run")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!Path::new(&p("run")).exists());
+}
+
+#[test]
+fn ground_truth_labels_need_actions() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.npz");
+    let data = laq::envs::gridworld::GridWorld::default().generate(30, 0, 0.0);
+    let mut arrays = data.to_arrays();
+    arrays.remove("actions");
+    laq::data::write_arrays(&g, &arrays).unwrap();
+    let out = laq(&["train", "--data", g.to_str().unwrap(), "--out", dir.path().join("r").to_str().unwrap(), "--labels", "gt"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs ground-truth `actions`"));
+}
+
+/// The shipped model is what the documented command produces, bit for bit.
+#[test]
+fn shipped_gridworld_model_is_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("grid.npz");
+    let run = dir.path().join("run");
+    ok(&["gen", "gridworld", "--episodes", "20000", "--seed", "0", "--out", data.to_str().unwrap()]);
+    ok(&["train", "--data", data.to_str().unwrap(), "--out", run.to_str().unwrap(), "--seed", "0"]);
+    let shipped = std::fs::read("../models/gridworld/value.safetensors").unwrap();
+    let fresh = std::fs::read(run.join("value.safetensors")).unwrap();
+    assert!(shipped == fresh, "models/gridworld/value.safetensors differs from a fresh run: regenerate it (see models/gridworld/README.md)");
+}
+
+/// `laq train` on a dataset that is not the built-in grid: a 7x5 grid with a wall,
+/// written here, with continuous-looking offsets so DQN is used.
+#[test]
+fn train_works_on_other_data() {
+    use laq::data::{Actions, Dataset};
+    let (rows, cols) = (5i32, 7i32);
+    let wall = |r: i32, c: i32| c == 3 && r < 4;
+    let goal = (0, 6);
+    let mut rng = 12345u64;
+    let mut next_rand = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (mut o, mut n, mut r, mut t, mut a) = (vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..400 {
+        let mut pos = (0i32, 0i32);
+        for _ in 0..60 {
+            let act = (next_rand() % 4) as i64;
+            let (dr, dc) = [(-1, 0), (1, 0), (0, -1), (0, 1)][act as usize];
+            let mut np = (pos.0 + dr, pos.1 + dc);
+            if np.0 < 0 || np.0 >= rows || np.1 < 0 || np.1 >= cols || wall(np.0, np.1) {
+                np = pos;
+            }
+            let done = np == goal;
+            o.extend([pos.0 as f32 + 0.5, pos.1 as f32 + 0.25]);
+            n.extend([np.0 as f32 + 0.5, np.1 as f32 + 0.25]);
+            r.push(done as u8 as f32);
+            t.push(done);
+            a.push(act);
+            pos = np;
+            if done {
+                break;
+            }
+        }
+    }
+    let data = Dataset { obs_shape: vec![2], observations: o, next_observations: n, rewards: r, terminals: t, timeouts: None, actions: Some(Actions::Discrete(a)) };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("walls.safetensors");
+    data.save(&file).unwrap();
+    let run = dir.path().join("run");
+    let summary = ok(&["train", "--data", file.to_str().unwrap(), "--out", run.to_str().unwrap(), "--latent-actions", "4", "--mining-steps", "600", "--mining-restarts", "2", "--dqn-steps", "3000"]);
+    assert!(summary.contains("dqn"), "{summary}");
+    let m = metrics(&run.join("metrics.json"));
+    assert_eq!(m["q"], "dqn");
+    // Next to the goal beats the far side of the wall.
+    let model = laq::export::ValueModel::load(&run.join("value.safetensors")).unwrap();
+    let v = model.values_candle(&[0.5, 5.25, 4.5, 0.25], &candle_core::Device::Cpu).unwrap();
+    assert!(v[0] > v[1], "{v:?}");
+}
