@@ -169,48 +169,53 @@ pub mod stack {
         static _stack_end: u32;
     }
 
-    fn bounds() -> (usize, usize) {
+    /// The painted range and the stack pointer when it was painted.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Painted {
+        lo: usize,
+        hi: usize,
+        sp: usize,
+    }
+
+    fn bottom() -> usize {
         let top = core::ptr::addr_of!(_stack_start) as usize;
         let end = core::ptr::addr_of!(_stack_end) as usize;
         // Without flip-link the stack grows down towards the statics (`_stack_end`);
         // with flip-link it sits below them and grows towards the start of RAM.
-        let bottom = if end < top { end } else { 0x2000_0000 };
-        (bottom, top)
+        if end < top {
+            end
+        } else {
+            0x2000_0000
+        }
     }
 
-    /// The top of the stack (its initial pointer).
-    pub fn top() -> usize {
-        bounds().1
-    }
-
-    /// Paints the free stack below the current stack pointer (up to
-    /// [`PAINT_BYTES`], leaving 64 bytes of margin). Returns the painted range.
-    #[inline(never)]
-    pub fn paint() -> (usize, usize) {
+    /// Paints the free stack below the caller's frame (up to [`PAINT_BYTES`]).
+    #[inline(always)]
+    pub fn paint() -> Painted {
         let sp = cortex_m::register::msp::read() as usize;
-        let (bottom, _) = bounds();
-        let hi = (sp - 64) & !3;
-        let lo = hi.saturating_sub(PAINT_BYTES).max(bottom);
+        let hi = sp & !3;
+        let lo = hi.saturating_sub(PAINT_BYTES).max(bottom());
         let mut p = lo;
         while p < hi {
-            // SAFETY: [lo, hi) is free stack below the live frames of this function.
+            // SAFETY: [lo, hi) is free stack below the caller's live frame, and this
+            // loop (inlined into the caller) keeps its state in registers.
             unsafe { core::ptr::write_volatile(p as *mut u32, PATTERN) };
             p += 4;
         }
-        (lo, hi)
+        Painted { lo, hi, sp }
     }
 
-    /// Bytes of stack used so far, from the top of the stack down to the lowest word
-    /// in the painted range `(lo, hi)` that no longer holds the pattern.
-    pub fn high_water((lo, hi): (usize, usize)) -> usize {
-        let mut p = lo;
-        while p < hi {
+    /// Bytes of stack used below the painting caller's frame since [`paint`]: down to
+    /// the lowest word of the painted range that no longer holds the pattern.
+    pub fn high_water(painted: Painted) -> usize {
+        let mut p = painted.lo;
+        while p < painted.hi {
             // SAFETY: reads of painted (free or formerly used) stack memory.
             if unsafe { core::ptr::read_volatile(p as *const u32) } != PATTERN {
                 break;
             }
             p += 4;
         }
-        top() - p
+        painted.sp - p
     }
 }

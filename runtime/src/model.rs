@@ -10,6 +10,11 @@ use crate::kernels::{le_at, linear, F32s, Weights};
 use crate::num::{parse_f32, parse_usize};
 use crate::Error;
 
+#[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
+use crate::arm::sqrtf;
+#[cfg(not(all(target_arch = "arm", target_abi = "eabihf")))]
+use libm::sqrtf;
+
 /// The largest JSON header [`Model::new_checked`] accepts, in bytes (64 KiB).
 ///
 /// A header of the format needs about 80 bytes per tensor plus the metadata; the
@@ -267,7 +272,28 @@ const fn bias_slot(layer: usize) -> usize {
 
 impl Layout {
     /// Validates a whole file. See [`Model::new_checked`].
-    fn check(bytes: &[u8]) -> Result<Self, Error> {
+    /// A layout with nothing in it (all zero, so it costs no flash), to be filled by
+    /// [`Layout::check`].
+    pub(crate) const EMPTY: Layout = Layout {
+        offsets: [0; SLOTS],
+        present: 0,
+        rows: [0; MAX_LAYERS],
+        cols: [0; MAX_LAYERS],
+        int8: 0,
+        layers: 0,
+        head: Head::MaxQ,
+        input_dim: 0,
+        act_len: 0,
+        gamma: 0.0,
+        threshold: 0.0,
+        mixtures: 0,
+        gate_dims: 0,
+        data_start: 0,
+    };
+
+    /// Validates a whole file into `self` (which must be [`Layout::EMPTY`]; filled in
+    /// place, so the large struct is not moved around). See [`Model::new_checked`].
+    pub(crate) fn check(&mut self, bytes: &[u8]) -> Result<(), Error> {
         let (len_bytes, rest) = bytes.split_first_chunk::<8>().ok_or(Error::Truncated)?;
         let header_len = u64::from_le_bytes(*len_bytes);
         if header_len > MAX_HEADER_LEN as u64 {
@@ -287,22 +313,8 @@ impl Layout {
         let data_start =
             u32::try_from(header_len.saturating_add(8)).map_err(|_| Error::HeaderTooLong)?;
 
-        let mut layout = Layout {
-            offsets: [0; SLOTS],
-            present: 0,
-            rows: [0; MAX_LAYERS],
-            cols: [0; MAX_LAYERS],
-            int8: 0,
-            layers: 0,
-            head: Head::MaxQ,
-            input_dim: 0,
-            act_len: 0,
-            gamma: 1.0,
-            threshold: f32::NEG_INFINITY,
-            mixtures: 0,
-            gate_dims: 0,
-            data_start,
-        };
+        let layout = self;
+        layout.data_start = data_start;
 
         // Pass 1: metadata, dtypes, offsets against each tensor's own shape, and the
         // shape-defining tensors (weights, density means).
@@ -322,7 +334,7 @@ impl Layout {
 
         layout.check_overlaps()?;
         layout.check_values(data)?;
-        Ok(layout)
+        Ok(())
     }
 
     fn record(&mut self, slot: usize, info: &TensorInfo, data_len: u32) -> Result<(), Error> {
@@ -396,11 +408,12 @@ impl Layout {
             Some(h) if h.is("one_norm") => Head::OneNorm,
             _ => return Err(Error::InvalidMetadata),
         };
-        if let Some(g) = meta.gamma {
-            self.gamma = meta_f32(g)
+        self.gamma = match meta.gamma {
+            Some(g) => meta_f32(g)
                 .and_then(check_gamma)
-                .map_err(|_| Error::InvalidMetadata)?;
-        }
+                .map_err(|_| Error::InvalidMetadata)?,
+            None => 1.0,
+        };
         if let Some(t) = meta.threshold {
             self.threshold = meta_f32(t)?;
         }
@@ -665,18 +678,19 @@ impl<'a> Model<'a> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn new_checked(bytes: &'a [u8]) -> Result<Self, Error> {
-        let layout = Layout::check(bytes)?;
-        Ok(Self::from_layout(bytes, layout))
-    }
-
-    pub(crate) fn from_layout(bytes: &'a [u8], layout: Layout) -> Self {
-        let data = bytes.get(layout.data_start as usize..).unwrap_or(&[]);
-        Model { data, layout }
+        let mut model = Model {
+            data: &[],
+            layout: Layout::EMPTY,
+        };
+        model.layout.check(bytes)?;
+        model.data = bytes.get(model.layout.data_start as usize..).unwrap_or(&[]);
+        Ok(model)
     }
 
     #[cfg(feature = "alloc")]
-    pub(crate) fn check_layout(bytes: &[u8]) -> Result<Layout, Error> {
-        Layout::check(bytes)
+    pub(crate) fn from_layout(bytes: &'a [u8], layout: Layout) -> Self {
+        let data = bytes.get(layout.data_start as usize..).unwrap_or(&[]);
+        Model { data, layout }
     }
 
     /// The state dimension `D`.
@@ -955,7 +969,7 @@ impl<'a> Model<'a> {
             }
             Head::OneNorm => {
                 let sq: f32 = y.iter().map(|v| v * v).sum();
-                (1.0 - libm::sqrtf(sq), None)
+                (1.0 - sqrtf(sq), None)
             }
         };
         if !value.is_finite() || !y.iter().all(|v| v.is_finite()) {

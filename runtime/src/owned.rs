@@ -35,7 +35,8 @@ impl OwnedModel {
     /// assert_eq!(OwnedModel::from_vec(vec![1, 2, 3]).err(), Some(Error::Truncated));
     /// ```
     pub fn from_vec(bytes: Vec<u8>) -> Result<Self, Error> {
-        let layout = Model::check_layout(&bytes)?;
+        let mut layout = Layout::EMPTY;
+        layout.check(&bytes)?;
         Ok(OwnedModel { bytes, layout })
     }
 

@@ -14,13 +14,19 @@ fn random_model(rng: &mut ChaCha8Rng, dims: &[usize], head: Head) -> ValueModel 
         .map(|w| Layer {
             out_dim: w[1],
             in_dim: w[0],
-            weight: (0..w[0] * w[1]).map(|_| rng.random_range(-1.0f32..1.0) / (w[0] as f32).sqrt()).collect(),
+            weight: (0..w[0] * w[1])
+                .map(|_| rng.random_range(-1.0f32..1.0) / (w[0] as f32).sqrt())
+                .collect(),
             bias: (0..w[1]).map(|_| rng.random_range(-0.1f32..0.1)).collect(),
         })
         .collect();
     ValueModel {
-        mean: (0..dims[0]).map(|_| rng.random_range(-2.0f32..2.0)).collect(),
-        scale: (0..dims[0]).map(|_| rng.random_range(0.2f32..3.0)).collect(),
+        mean: (0..dims[0])
+            .map(|_| rng.random_range(-2.0f32..2.0))
+            .collect(),
+        scale: (0..dims[0])
+            .map(|_| rng.random_range(0.2f32..3.0))
+            .collect(),
         layers,
         head,
         gamma: 0.99,
@@ -37,7 +43,11 @@ fn check(model: &ValueModel, bytes: Vec<u8>, states: &[f32]) {
     for (i, s) in states.chunks_exact(d).enumerate() {
         let v = rt.value(s, &mut scratch).unwrap();
         let tol = 1e-5 * ours[i].abs().max(1.0);
-        assert!((v - ours[i]).abs() <= tol, "state {i}: runtime {v} vs candle {}", ours[i]);
+        assert!(
+            (v - ours[i]).abs() <= tol,
+            "state {i}: runtime {v} vs candle {}",
+            ours[i]
+        );
     }
 }
 
@@ -51,7 +61,9 @@ fn runtime_matches_candle_on_random_models_and_states() {
         (vec![6, 1], Head::MaxQ),
     ] {
         let m = random_model(&mut rng, &dims, head);
-        let states: Vec<f32> = (0..200 * dims[0]).map(|_| rng.random_range(-5.0f32..5.0)).collect();
+        let states: Vec<f32> = (0..200 * dims[0])
+            .map(|_| rng.random_range(-5.0f32..5.0))
+            .collect();
         check(&m, m.to_bytes(false).unwrap(), &states);
         // int8: the runtime must match the dequantised weights the trainer reads back.
         let q_bytes = m.to_bytes(true).unwrap();
@@ -62,11 +74,14 @@ fn runtime_matches_candle_on_random_models_and_states() {
 
 #[test]
 fn runtime_matches_candle_on_the_shipped_grid_model() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/gridworld/value.safetensors");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../models/gridworld/value.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     let m = ValueModel::from_bytes(&bytes).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let mut states: Vec<f32> = (0..36).flat_map(|i| [(i / 6) as f32, (i % 6) as f32]).collect();
+    let mut states: Vec<f32> = (0..36)
+        .flat_map(|i| [(i / 6) as f32, (i % 6) as f32])
+        .collect();
     states.extend((0..400).map(|_| rng.random_range(-1.0f32..6.0)));
     check(&m, bytes, &states);
 }

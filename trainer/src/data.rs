@@ -323,8 +323,8 @@ impl Dataset {
                 .into_iter()
                 .enumerate()
                 .map(|(i, v)| match v {
-                    x if x == 0.0 => Ok(false),
-                    x if x == 1.0 => Ok(true),
+                    0.0 => Ok(false),
+                    1.0 => Ok(true),
                     x => bail!("key `{k}`: row {i} is {x}, expected 0 or 1"),
                 })
                 .collect()

@@ -276,7 +276,8 @@ impl ValueModel {
 /// metadata map in hash order, which would make identical models differ byte-wise.
 fn canonical_header(bytes: &[u8]) -> Result<Vec<u8>> {
     let n = u64::from_le_bytes(bytes.get(..8).context("short file")?.try_into()?) as usize;
-    let header: serde_json::Value = serde_json::from_slice(bytes.get(8..8 + n).context("short header")?)?;
+    let header: serde_json::Value =
+        serde_json::from_slice(bytes.get(8..8 + n).context("short header")?)?;
     let mut text = serde_json::to_vec(&header)?;
     text.resize(text.len().next_multiple_of(8), b' ');
     let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - 8 - n);
@@ -349,7 +350,7 @@ mod tests {
     fn candle_values_match_hand_computation() {
         let m = model();
         let v = m.values_candle(&[3.0, 6.0], &Device::Cpu).unwrap();
-        // x = (1, 1); h = relu([0.1, 2.7, -0.7]) = [0.1, 2.7, 0]; y = [2.8, 5.9]; V = 5.9
-        assert!((v[0] - 5.9).abs() < 1e-5, "{v:?}");
+        // x = (1, 1); h = relu([0.1, 2.7, -2.7]) = [0.1, 2.7, 0]; y = [2.8, 5.8]; V = 5.8
+        assert!((v[0] - 5.8).abs() < 1e-5, "{v:?}");
     }
 }

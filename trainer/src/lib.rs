@@ -7,6 +7,9 @@
 //! (tabular and DQN), [`eval`] (metrics), [`export`] (model format), [`train`] (one run),
 //! [`reproduce`] (the paper's studies), [`bench`] (speed).
 
+// Numeric loops index several parallel arrays at once; iterator chains would hide that.
+#![allow(clippy::needless_range_loop, clippy::type_complexity)]
+
 pub mod bench;
 pub mod data;
 pub mod envs;

@@ -125,6 +125,7 @@ pub fn is_tabular(data: &Dataset) -> bool {
 }
 
 /// A learned Q table.
+#[derive(Debug)]
 pub struct Table {
     pub index: StateIndex,
     pub num_actions: usize,

@@ -25,8 +25,10 @@ pub struct GridStudy {
 
 impl Default for GridStudy {
     fn default() -> Self {
-        let mut train = TrainConfig::default();
-        train.q = QKind::Tabular;
+        let train = TrainConfig {
+            q: QKind::Tabular,
+            ..Default::default()
+        };
         GridStudy {
             episodes: 20000,
             seed: 0,

@@ -4,12 +4,20 @@ use std::path::Path;
 use std::process::Command;
 
 fn laq(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_laq")).args(args).env("LAQ_QUIET", "1").output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_laq"))
+        .args(args)
+        .env("LAQ_QUIET", "1")
+        .output()
+        .unwrap()
 }
 
 fn ok(args: &[&str]) -> String {
     let out = laq(args);
-    assert!(out.status.success(), "laq {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "laq {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -23,15 +31,30 @@ fn reproduce_gridworld_meets_the_papers_claims() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("grid");
     let report = ok(&["reproduce", "gridworld", "--out", out.to_str().unwrap()]);
-    assert!(report.contains("latent") && report.contains("Sticky"), "{report}");
+    assert!(
+        report.contains("latent") && report.contains("Sticky"),
+        "{report}"
+    );
     let m = metrics(&out.join("metrics.json"));
     let get = |s: &str, k: &str| m["methods"][s][k].as_f64().unwrap();
-    for s in ["latent", "single", "gt", "gt_refined4", "impure", "cluster", "cluster_diff"] {
+    for s in [
+        "latent",
+        "single",
+        "gt",
+        "gt_refined4",
+        "impure",
+        "cluster",
+        "cluster_diff",
+    ] {
         for k in ["spearman", "purity", "value_mse", "behavior_accuracy"] {
             assert!(get(s, k).is_finite(), "{s}.{k}");
         }
     }
-    assert!(get("latent", "purity") >= 0.98, "{}", get("latent", "purity"));
+    assert!(
+        get("latent", "purity") >= 0.98,
+        "{}",
+        get("latent", "purity")
+    );
     assert!(get("latent", "spearman") >= 0.95);
     assert!(get("single", "spearman") < 0.5);
     assert!(get("gt_refined4", "spearman") >= 0.95);
@@ -53,7 +76,10 @@ fn reproduce_gridworld_meets_the_papers_claims() {
         csv.to_str().unwrap(),
     ]);
     let text = std::fs::read_to_string(&csv).unwrap();
-    assert_eq!(text.lines().count(), m["transitions"].as_u64().unwrap() as usize + 1);
+    assert_eq!(
+        text.lines().count(),
+        m["transitions"].as_u64().unwrap() as usize + 1
+    );
 }
 
 #[test]
@@ -65,10 +91,21 @@ fn bad_inputs_fail_cleanly() {
     let bytes = std::fs::read("../models/gridworld/value.safetensors").unwrap();
     for cut in [0, 7, 100, bytes.len() - 1] {
         std::fs::write(p("bad.safetensors"), &bytes[..cut]).unwrap();
-        let out = laq(&["predict", "--model", &p("bad.safetensors"), "--data", &p("g.npz"), "--out", &p("v.csv")]);
+        let out = laq(&[
+            "predict",
+            "--model",
+            &p("bad.safetensors"),
+            "--data",
+            &p("g.npz"),
+            "--out",
+            &p("v.csv"),
+        ]);
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.starts_with("error:") && err.contains("bad.safetensors"), "{err}");
+        assert!(
+            err.starts_with("error:") && err.contains("bad.safetensors"),
+            "{err}"
+        );
         assert!(!Path::new(&p("v.csv")).exists());
     }
     // A missing file and a file that is not a dataset.
@@ -88,7 +125,15 @@ fn ground_truth_labels_need_actions() {
     let mut arrays = data.to_arrays();
     arrays.remove("actions");
     laq::data::write_arrays(&g, &arrays).unwrap();
-    let out = laq(&["train", "--data", g.to_str().unwrap(), "--out", dir.path().join("r").to_str().unwrap(), "--labels", "gt"]);
+    let out = laq(&[
+        "train",
+        "--data",
+        g.to_str().unwrap(),
+        "--out",
+        dir.path().join("r").to_str().unwrap(),
+        "--labels",
+        "gt",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs ground-truth `actions`"));
 }
@@ -99,8 +144,25 @@ fn shipped_gridworld_model_is_reproducible() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("grid.npz");
     let run = dir.path().join("run");
-    ok(&["gen", "gridworld", "--episodes", "20000", "--seed", "0", "--out", data.to_str().unwrap()]);
-    ok(&["train", "--data", data.to_str().unwrap(), "--out", run.to_str().unwrap(), "--seed", "0"]);
+    ok(&[
+        "gen",
+        "gridworld",
+        "--episodes",
+        "20000",
+        "--seed",
+        "0",
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    ok(&[
+        "train",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--seed",
+        "0",
+    ]);
     let shipped = std::fs::read("../models/gridworld/value.safetensors").unwrap();
     let fresh = std::fs::read(run.join("value.safetensors")).unwrap();
     assert!(shipped == fresh, "models/gridworld/value.safetensors differs from a fresh run: regenerate it (see models/gridworld/README.md)");
@@ -143,17 +205,41 @@ fn train_works_on_other_data() {
             }
         }
     }
-    let data = Dataset { obs_shape: vec![2], observations: o, next_observations: n, rewards: r, terminals: t, timeouts: None, actions: Some(Actions::Discrete(a)) };
+    let data = Dataset {
+        obs_shape: vec![2],
+        observations: o,
+        next_observations: n,
+        rewards: r,
+        terminals: t,
+        timeouts: None,
+        actions: Some(Actions::Discrete(a)),
+    };
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("walls.safetensors");
     data.save(&file).unwrap();
     let run = dir.path().join("run");
-    let summary = ok(&["train", "--data", file.to_str().unwrap(), "--out", run.to_str().unwrap(), "--latent-actions", "4", "--mining-steps", "600", "--mining-restarts", "2", "--dqn-steps", "3000"]);
+    let summary = ok(&[
+        "train",
+        "--data",
+        file.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--latent-actions",
+        "4",
+        "--mining-steps",
+        "600",
+        "--mining-restarts",
+        "2",
+        "--dqn-steps",
+        "3000",
+    ]);
     assert!(summary.contains("dqn"), "{summary}");
     let m = metrics(&run.join("metrics.json"));
     assert_eq!(m["q"], "dqn");
     // Next to the goal beats the far side of the wall.
     let model = laq::export::ValueModel::load(&run.join("value.safetensors")).unwrap();
-    let v = model.values_candle(&[0.5, 5.25, 4.5, 0.25], &candle_core::Device::Cpu).unwrap();
+    let v = model
+        .values_candle(&[0.5, 5.25, 4.5, 0.25], &candle_core::Device::Cpu)
+        .unwrap();
     assert!(v[0] > v[1], "{v:?}");
 }

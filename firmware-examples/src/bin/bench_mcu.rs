@@ -1,27 +1,56 @@
-//! Instruction counts of the runtime's inner loops, and its stack high-water mark.
+//! Instruction counts of the runtime, its stack high-water mark, and target-vs-host
+//! checks of the paths `grid_guide` does not take.
 //!
 //! Run under `qemu-system-arm ... -icount shift=0` (see docs/runtime.md): SysTick then
 //! counts virtual time that is proportional to executed instructions, calibrated here
 //! with a loop of known length. Reports instructions per inference and per
-//! multiply-accumulate (MAC) for the grid model and a 4-128-128-8 MLP (f32 and int8),
-//! checks each result against the host, and exits with failure on a mismatch.
+//! multiply-accumulate (MAC) for the grid model and a 4-128-128-8 MLP (f32 and int8).
+//! Checks against values the build script computed on the host: the int8 model, a
+//! `one_norm` model with a density gate, and the grid model loaded from an unaligned
+//! address (byte-wise path). Exits with failure on any mismatch.
 #![no_std]
 #![no_main]
 
 use cortex_m_rt::entry;
 use cortex_m_semihosting::{debug, hprintln};
 use laq_firmware_examples::{grid, stack, systick, Aligned};
-use laq_runtime::{Candidate, Model};
+use laq_runtime::{Candidate, Model, Scratch};
 use panic_semihosting as _;
 
 include!(concat!(env!("OUT_DIR"), "/host_values.rs"));
 
 static GRID: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/grid.safetensors")));
 static BENCH: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/bench.safetensors")));
-static BENCH_I8: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/bench_i8.safetensors")));
+static BENCH_I8: &Aligned<[u8]> =
+    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/bench_i8.safetensors")));
+static ONE_NORM: &Aligned<[u8]> =
+    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/one_norm.safetensors")));
 
-const SCRATCH: usize = if BENCH_SCRATCH > GRID_SCRATCH { BENCH_SCRATCH } else { GRID_SCRATCH };
+const SCRATCH: usize = max(max(BENCH_SCRATCH, GRID_SCRATCH), ONE_NORM_SCRATCH);
 const RUNS: u32 = 20;
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// What an application does per control step, without any printing: load (validate)
+/// the model, then select among the 8 grid moves and shape a reward. Measured for the
+/// stack high-water mark.
+#[inline(never)]
+fn runtime_work() -> Option<usize> {
+    let model = Model::new_checked(core::hint::black_box(&GRID.0)).ok()?;
+    let mut scratch = Scratch::<GRID_SCRATCH>::new();
+    let mut report = [Candidate::default(); 8];
+    let state = core::hint::black_box([2.0f32, 2.0]);
+    let best = model.select(&state, &grid::CONTROLLERS, &mut scratch, &mut report).ok()?;
+    let shaped = model.shaped_reward(&state, Default::default(), &[3.0, 3.0], &mut scratch);
+    core::hint::black_box(shaped).ok()?;
+    Some(best)
+}
 
 /// Times `RUNS` evaluations of `state`; returns (instructions per inference, value).
 fn time(model: &Model<'_>, state: &[f32], scratch: &mut [f32], per_tick: f32, overhead: u32) -> (f32, f32) {
@@ -41,8 +70,7 @@ fn close(a: f32, b: f32) -> bool {
     (a - b).abs() <= 1e-5 * b.abs()
 }
 
-#[inline(never)]
-fn run(per_tick: f32, overhead: u32) -> bool {
+fn bench(per_tick: f32, overhead: u32) -> bool {
     let mut ok = true;
     let mut scratch = [0.0f32; SCRATCH];
     for (name, bytes, state, host) in [
@@ -62,7 +90,7 @@ fn run(per_tick: f32, overhead: u32) -> bool {
         let matches = close(v, host);
         ok &= matches;
         hprintln!(
-            "{:<22} {:>6} MACs  {:>8.0} instr/inference  {:.2} instr/MAC  (load {:.0} instr)  V ok: {}",
+            "{:<21} {:>6} MACs {:>8.0} instr/inference {:>5.2} instr/MAC  load {:>7.0} instr  V ok: {}",
             name,
             model.macs(),
             per_inference,
@@ -71,8 +99,6 @@ fn run(per_tick: f32, overhead: u32) -> bool {
             matches
         );
     }
-
-    // Controller selection over the 8 grid moves (8 evaluations + gate checks).
     if let Ok(model) = Model::new_checked(&GRID.0) {
         let mut report = [Candidate::default(); 8];
         let t0 = systick::now();
@@ -87,34 +113,76 @@ fn run(per_tick: f32, overhead: u32) -> bool {
     ok
 }
 
+/// The one_norm head (hardware square root on this target) and the density gate.
+fn check_one_norm() -> bool {
+    let Ok(model) = Model::new_checked(&ONE_NORM.0) else {
+        return false;
+    };
+    let mut scratch = [0.0f32; SCRATCH];
+    let v = model.value(&BENCH_STATE, &mut scratch);
+    let lp = model.log_density(&BENCH_STATE);
+    let ok = v == Ok(ONE_NORM_V) && lp == Ok(Some(ONE_NORM_LOGP));
+    hprintln!("one_norm head + density gate match the host exactly: {}", ok);
+    ok
+}
+
+/// The grid model read from an odd address: every weight goes through the byte-wise
+/// path, and every value must still equal the host's.
+fn check_unaligned() -> bool {
+    let Some(buf) = cortex_m::singleton!(: [u8; GRID_LEN + 1] = [0; GRID_LEN + 1]) else {
+        return false;
+    };
+    let Some(dst) = buf.get_mut(1..) else {
+        return false;
+    };
+    dst.copy_from_slice(&GRID.0);
+    let Ok(model) = Model::new_checked(dst) else {
+        return false;
+    };
+    let mut scratch = [0.0f32; SCRATCH];
+    let mut ok = !model.is_aligned();
+    for (r, row) in GRID_V.iter().enumerate() {
+        for (c, &host) in row.iter().enumerate() {
+            ok &= model.value(&[r as f32, c as f32], &mut scratch) == Ok(host);
+        }
+    }
+    hprintln!("unaligned (byte-wise) grid model matches the host exactly: {}", ok);
+    ok
+}
+
 #[entry]
 fn main() -> ! {
     let Some(mut p) = cortex_m::Peripherals::take() else {
         debug::exit(debug::EXIT_FAILURE);
         loop {}
     };
+
+    let painted = stack::paint();
+    let work = runtime_work();
+    let used = stack::high_water(painted);
+
     systick::start(&mut p.SYST);
     let (per_tick, overhead) = systick::calibrate();
     hprintln!(
-        "calibration: {:.2} instructions per SysTick tick (expect 40.00 with -icount shift=0)",
+        "calibration: {:.2} instructions per SysTick tick (40.00 expected with -icount shift=0)",
         per_tick
     );
-    let icount = (per_tick - 40.0).abs() < 0.5;
-    if !icount {
-        hprintln!("warning: not running with -icount shift=0; figures are not instruction counts");
+    if (per_tick - 40.0).abs() > 0.5 {
+        hprintln!("warning: not running with -icount shift=0; the figures are not instruction counts");
     }
-
-    let painted = stack::paint();
-    let ok = run(per_tick, overhead);
-    let used = stack::high_water(painted);
+    let mut ok = bench(per_tick, overhead);
+    ok &= check_one_norm();
+    ok &= check_unaligned();
+    ok &= work == Some(7);
     hprintln!(
-        "stack high-water mark: {} bytes (load + evaluate + select; includes formatting)",
+        "stack used by load + select (8 moves) + shaping, incl. scratch and report: {} bytes",
         used
     );
     hprintln!(
-        "size_of: Model {} B, Candidate {} B",
+        "RAM: Model {} B, Candidate {} B, grid scratch {} B (static RAM used by the runtime: 0 B)",
         core::mem::size_of::<Model<'static>>(),
-        core::mem::size_of::<Candidate>()
+        core::mem::size_of::<Candidate>(),
+        GRID_SCRATCH * 4
     );
     if ok {
         hprintln!("bench_mcu: PASS");

@@ -1,6 +1,6 @@
-//! Baseline for the flash measurement: the same skeleton as `size_probe` (vector table,
+//! Baseline for the flash measurement: the same skeleton as `size_eval` and `size_full` (vector table,
 //! semihosting exit, halt on panic, the model bytes kept alive) without the runtime.
-//! `size_probe` minus `size_base` is the runtime's code (docs/runtime.md).
+//! `size_eval` or `size_full` minus `size_base` is the runtime's code (docs/runtime.md).
 #![no_std]
 #![no_main]
 
