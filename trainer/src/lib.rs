@@ -4,7 +4,8 @@
 //!
 //! Modules follow the pipeline: [`data`] (dataset format), [`envs`] (built-in
 //! environments), [`mining`] (latent actions), [`labels`] (label sources), [`qlearn`]
-//! (tabular and DQN), [`eval`] (metrics), [`export`] (model format), [`train`] (one run),
+//! (tabular and DQN), [`eval`] (metrics), [`export`] (model format), [`quantize`] (int8),
+//! [`train`] (one run),
 //! [`reproduce`] (the paper's studies), [`bench`] (speed).
 
 // Numeric loops index several parallel arrays at once; iterator chains would hide that.
@@ -22,6 +23,7 @@ pub mod nn;
 pub mod predict;
 pub mod progress;
 pub mod qlearn;
+pub mod quantize;
 pub mod reproduce;
 pub mod train;
 

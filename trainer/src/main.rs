@@ -228,11 +228,28 @@ fn run(cmd: Cmd) -> Result<()> {
             data,
         } => {
             let m = laq::export::ValueModel::load(&model)?;
-            m.save(&out, matches!(quantize, Some(Quantize::Int8)))?;
+            let data = data.map(|d| Dataset::load(&d)).transpose()?;
+            let int8 = matches!(quantize, Some(Quantize::Int8));
+            let m = match (&data, int8) {
+                (Some(d), true) => {
+                    let states: Vec<f32> = d
+                        .observations
+                        .iter()
+                        .chain(&d.next_observations)
+                        .copied()
+                        .collect();
+                    laq::quantize::calibrate_int8(&m, &states, &Default::default(), &device)?
+                }
+                (None, true) => {
+                    eprintln!("note: without --data the weights are only rounded; calibration states make int8 more faithful");
+                    m
+                }
+                _ => m,
+            };
+            m.save(&out, int8)?;
             eprintln!("wrote {}", out.display());
-            if let Some(d) = data {
-                let report = laq::predict::compare(&model, &out, &Dataset::load(&d)?)?;
-                println!("{report}");
+            if let Some(d) = &data {
+                println!("{}", laq::predict::compare(&model, &out, d)?);
             }
         }
         Cmd::Reproduce {

@@ -123,14 +123,24 @@ impl ForwardModel {
         let h = self.encoder.forward(s)?.relu()?;
         let a = self.from_state.forward(&h)?;
         let c = self.from_action.forward(&self.embeddings)?;
-        let d0 = a.dim(1)?;
-        let x = a
-            .unsqueeze(1)?
-            .broadcast_add(&c.unsqueeze(0)?)?
-            .relu()?
-            .reshape((b * self.k, d0))?;
+        // Row j of the expanded batch is (sample j / K, action j % K). Gathering rows with
+        // index_select, rather than broadcasting, makes the backward pass a row-wise
+        // scatter-add instead of a strided reduction.
+        let (rows_b, rows_k) = self.expansion(b, s.device())?;
+        let x = (a.index_select(&rows_b, 0)? + c.index_select(&rows_k, 0)?)?.relu()?;
         let delta = self.decoder.forward(&x)?.reshape((b, self.k, d))?;
         delta.broadcast_add(&s.unsqueeze(1)?)
+    }
+
+    /// Sample and latent-action indices of the `B * K` expanded rows.
+    fn expansion(&self, b: usize, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+        let k = self.k as u32;
+        let rows_b: Vec<u32> = (0..b as u32 * k).map(|j| j / k).collect();
+        let rows_k: Vec<u32> = (0..b as u32 * k).map(|j| j % k).collect();
+        Ok((
+            Tensor::from_vec(rows_b, b * self.k, device)?,
+            Tensor::from_vec(rows_k, b * self.k, device)?,
+        ))
     }
 
     /// Squared prediction error `[B, K]` of every latent action.
@@ -186,9 +196,9 @@ pub fn train_step(
 ) -> Result<f32> {
     let err = model.errors(s, s2)?;
     let host: Vec<f32> = err.flatten_all()?.to_vec1()?;
-    let idx = assign(&host, model.k, forced);
-    let b = idx.len();
-    let idx = Tensor::from_vec(idx, (b, 1), s.device())?;
+    let k = model.k;
+    let b = host.len() / k;
+    let idx = Tensor::from_vec(assign(&host, k, forced), (b, 1), s.device())?;
     let loss = err.gather(&idx, 1)?.mean_all()?;
     let value = loss.to_scalar::<f32>()?;
     opt.backward_step(&loss)?;

@@ -131,6 +131,8 @@ pub fn copy_vars(src: &VarMap, dst: &VarMap) -> Result<()> {
 /// parameter per variable and step.
 pub struct Adam {
     vars: Vec<(String, Var)>,
+    /// Host copy of every parameter: the optimiser is the variables' only writer.
+    p: Vec<Vec<f32>>,
     m: Vec<Vec<f32>>,
     v: Vec<Vec<f32>>,
     pub lr: f64,
@@ -144,6 +146,10 @@ pub struct Adam {
 impl Adam {
     pub fn new(varmap: &VarMap, lr: f64, weight_decay: f64) -> Result<Self> {
         let vars = sorted_vars(varmap)?;
+        let p = vars
+            .iter()
+            .map(|(_, v)| v.flatten_all()?.to_vec1())
+            .collect::<candle_core::Result<Vec<Vec<f32>>>>()?;
         let m = vars
             .iter()
             .map(|(_, v)| vec![0.0; v.elem_count()])
@@ -154,6 +160,7 @@ impl Adam {
             .collect();
         Ok(Adam {
             vars,
+            p,
             m,
             v,
             lr,
@@ -181,15 +188,14 @@ impl Adam {
         for (i, (_, var)) in self.vars.iter().enumerate() {
             let Some(g) = grads.get(var) else { continue };
             let g: Vec<f32> = g.flatten_all()?.to_vec1()?;
-            let mut p: Vec<f32> = var.flatten_all()?.to_vec1()?;
-            let (m, v) = (&mut self.m[i], &mut self.v[i]);
+            let (p, m, v) = (&mut self.p[i], &mut self.m[i], &mut self.v[i]);
             for j in 0..p.len() {
                 let gj = g[j] + wd * p[j];
                 m[j] = b1 * m[j] + (1.0 - b1) * gj;
                 v[j] = b2 * v[j] + (1.0 - b2) * gj * gj;
                 p[j] -= step * m[j] / ((v[j] * inv_bc2).sqrt() + eps);
             }
-            var.set(&Tensor::from_vec(p, var.dims(), var.device())?)?;
+            var.set(&Tensor::from_slice(p, var.dims(), var.device())?)?;
         }
         Ok(())
     }
