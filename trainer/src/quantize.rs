@@ -81,7 +81,7 @@ pub fn calibrate_int8(
     device: &Device,
 ) -> Result<ValueModel> {
     let d = model.input_dim();
-    if calibration.is_empty() || calibration.len() % d != 0 {
+    if calibration.is_empty() || !calibration.len().is_multiple_of(d) {
         bail!("calibration states must be a non-empty [n, {d}] matrix");
     }
     let states = distinct_rows(calibration, d, cfg.max_states);
