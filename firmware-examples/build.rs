@@ -24,6 +24,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=LAQ_GRID_MODEL");
 
     let grid_path = env::var_os("LAQ_GRID_MODEL")
+        .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest.join("../models/gridworld/value.safetensors"));
     println!("cargo:rerun-if-changed={}", grid_path.display());
@@ -62,32 +63,66 @@ fn main() {
         code.push_str("],\n");
     }
     code.push_str("];\n");
-    writeln!(code, "/// Scratch length for the grid model.\npub const GRID_SCRATCH: usize = {};", model.scratch_len()).unwrap();
-    writeln!(code, "/// Size of the grid model file in bytes.\npub const GRID_LEN: usize = {};", grid.len()).unwrap();
-    writeln!(code, "/// Multiply-accumulates per grid model evaluation.\npub const GRID_MACS: usize = {};", model.macs()).unwrap();
+    writeln!(
+        code,
+        "/// Scratch length for the grid model.\npub const GRID_SCRATCH: usize = {};",
+        model.scratch_len()
+    )
+    .unwrap();
+    writeln!(
+        code,
+        "/// Size of the grid model file in bytes.\npub const GRID_LEN: usize = {};",
+        grid.len()
+    )
+    .unwrap();
+    writeln!(
+        code,
+        "/// Multiply-accumulates per grid model evaluation.\npub const GRID_MACS: usize = {};",
+        model.macs()
+    )
+    .unwrap();
 
     let state = [0.25f32, -0.5, 1.0, 0.125];
-    writeln!(code, "/// The benchmark input.\npub const BENCH_STATE: [f32; 4] = {state:?};").unwrap();
+    writeln!(
+        code,
+        "/// The benchmark input.\npub const BENCH_STATE: [f32; 4] = {state:?};"
+    )
+    .unwrap();
     for (name, bytes) in [("BENCH", &bench), ("BENCH_I8", &bench_i8)] {
         let model = load(bytes, Path::new(name));
         let mut scratch = vec![0.0f32; model.scratch_len()];
-        let v = model.value(&state, &mut scratch).expect("bench model evaluates");
+        let v = model
+            .value(&state, &mut scratch)
+            .expect("bench model evaluates");
         writeln!(code, "/// V(BENCH_STATE) for the {name} model.\npub const {name}_V: f32 = f32::from_bits(0x{:08x});", v.to_bits()).unwrap();
-        writeln!(code, "/// Scratch length of the {name} model.\npub const {name}_SCRATCH: usize = {};", model.scratch_len()).unwrap();
+        writeln!(
+            code,
+            "/// Scratch length of the {name} model.\npub const {name}_SCRATCH: usize = {};",
+            model.scratch_len()
+        )
+        .unwrap();
         writeln!(code, "/// Multiply-accumulates per {name} model evaluation.\npub const {name}_MACS: usize = {};", model.macs()).unwrap();
     }
     let model = load(&one_norm, Path::new("one_norm"));
     let mut scratch = vec![0.0f32; model.scratch_len()];
-    let v = model.value(&state, &mut scratch).expect("one_norm model evaluates");
+    let v = model
+        .value(&state, &mut scratch)
+        .expect("one_norm model evaluates");
     let lp = model.log_density(&state).expect("state").expect("gate");
     writeln!(code, "/// V(BENCH_STATE) for the one_norm model.\npub const ONE_NORM_V: f32 = f32::from_bits(0x{:08x});", v.to_bits()).unwrap();
     writeln!(code, "/// log p(BENCH_STATE) for the one_norm model.\npub const ONE_NORM_LOGP: f32 = f32::from_bits(0x{:08x});", lp.to_bits()).unwrap();
-    writeln!(code, "/// Scratch length of the one_norm model.\npub const ONE_NORM_SCRATCH: usize = {};", model.scratch_len()).unwrap();
+    writeln!(
+        code,
+        "/// Scratch length of the one_norm model.\npub const ONE_NORM_SCRATCH: usize = {};",
+        model.scratch_len()
+    )
+    .unwrap();
     fs::write(out.join("host_values.rs"), code).expect("write host values");
 }
 
 fn load<'a>(bytes: &'a [u8], path: &Path) -> Model<'a> {
-    Model::new_checked(bytes).unwrap_or_else(|e| panic!("{} is not a valid laq-value model: {e}", path.display()))
+    Model::new_checked(bytes)
+        .unwrap_or_else(|e| panic!("{} is not a valid laq-value model: {e}", path.display()))
 }
 
 /// Deterministic pseudo-random numbers in [-1, 1).
@@ -95,7 +130,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
 }
@@ -112,8 +150,16 @@ fn bench_model(int8: bool) -> Vec<u8> {
     let dims = [4usize, 128, 128, 8];
     let mut rng = Lcg(0x5eed);
     let mut tensors: Vec<(String, Vec<usize>, Data)> = vec![
-        ("input.mean".into(), vec![4], Data::F32((0..4).map(|_| rng.next()).collect())),
-        ("input.scale".into(), vec![4], Data::F32((0..4).map(|_| 1.0 + 0.5 * rng.next()).collect())),
+        (
+            "input.mean".into(),
+            vec![4],
+            Data::F32((0..4).map(|_| rng.next()).collect()),
+        ),
+        (
+            "input.scale".into(),
+            vec![4],
+            Data::F32((0..4).map(|_| 1.0 + 0.5 * rng.next()).collect()),
+        ),
     ];
     for (i, w) in dims.windows(2).enumerate() {
         let (cols, rows) = (w[0], w[1]);
@@ -133,7 +179,11 @@ fn bench_model(int8: bool) -> Vec<u8> {
             tensors.push((format!("layers.{i}.weight"), vec![rows, cols], Data::I8(q)));
             tensors.push((format!("layers.{i}.scale"), vec![rows], Data::F32(scales)));
         } else {
-            tensors.push((format!("layers.{i}.weight"), vec![rows, cols], Data::F32(weights)));
+            tensors.push((
+                format!("layers.{i}.weight"),
+                vec![rows, cols],
+                Data::F32(weights),
+            ));
         }
         tensors.push((format!("layers.{i}.bias"), vec![rows], Data::F32(bias)));
     }
@@ -157,9 +207,21 @@ fn one_norm_model() -> Vec<u8> {
     let mut tensors: Vec<(String, Vec<usize>, Data)> = vec![
         ("input.mean".into(), vec![4], Data::F32(vec![0.0; 4])),
         ("input.scale".into(), vec![4], Data::F32(vec![1.0; 4])),
-        ("density.weights".into(), vec![2], Data::F32(vec![0.25, 0.75])),
-        ("density.means".into(), vec![2, 2], Data::F32(vec![0.0, 1.0, 0.5, -0.5])),
-        ("density.variances".into(), vec![2, 2], Data::F32(vec![1.0, 2.0, 0.5, 1.5])),
+        (
+            "density.weights".into(),
+            vec![2],
+            Data::F32(vec![0.25, 0.75]),
+        ),
+        (
+            "density.means".into(),
+            vec![2, 2],
+            Data::F32(vec![0.0, 1.0, 0.5, -0.5]),
+        ),
+        (
+            "density.variances".into(),
+            vec![2, 2],
+            Data::F32(vec![1.0, 2.0, 0.5, 1.5]),
+        ),
         ("density.dims".into(), vec![2], Data::I32(vec![0, 2])),
     ];
     for (i, w) in dims.windows(2).enumerate() {
@@ -167,7 +229,11 @@ fn one_norm_model() -> Vec<u8> {
         let bound = 1.0 / (cols as f32).sqrt();
         let weights: Vec<f32> = (0..rows * cols).map(|_| rng.next() * bound).collect();
         let bias: Vec<f32> = (0..rows).map(|_| rng.next() * 0.1).collect();
-        tensors.push((format!("layers.{i}.weight"), vec![rows, cols], Data::F32(weights)));
+        tensors.push((
+            format!("layers.{i}.weight"),
+            vec![rows, cols],
+            Data::F32(weights),
+        ));
         tensors.push((format!("layers.{i}.bias"), vec![rows], Data::F32(bias)));
     }
     let meta = [
@@ -184,10 +250,16 @@ fn one_norm_model() -> Vec<u8> {
 
 /// A minimal safetensors writer: metadata first, 4-byte tensors before 1-byte ones,
 /// header padded with spaces to a multiple of 8 (as the reference writer does).
-fn write_safetensors(meta: &[(&str, &str)], mut tensors: Vec<(String, Vec<usize>, Data)>) -> Vec<u8> {
+fn write_safetensors(
+    meta: &[(&str, &str)],
+    mut tensors: Vec<(String, Vec<usize>, Data)>,
+) -> Vec<u8> {
     tensors.sort_by_key(|(name, _, d)| (matches!(d, Data::I8(_)), name.clone()));
     let mut header = String::from("{\"__metadata__\":{");
-    let items: Vec<String> = meta.iter().map(|(k, v)| format!("\"{k}\":\"{v}\"")).collect();
+    let items: Vec<String> = meta
+        .iter()
+        .map(|(k, v)| format!("\"{k}\":\"{v}\""))
+        .collect();
     header.push_str(&items.join(","));
     header.push('}');
     let mut data = Vec::new();

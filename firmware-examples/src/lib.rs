@@ -4,6 +4,21 @@
 
 use laq_runtime::{Controller, Error, Outcome};
 
+/// Ends the program through semihosting (QEMU's exit status; a debug probe reports
+/// it too), with success or failure.
+pub fn exit(success: bool) -> ! {
+    use cortex_m_semihosting::debug;
+    debug::exit(if success {
+        debug::EXIT_SUCCESS
+    } else {
+        debug::EXIT_FAILURE
+    });
+    // Not reached under QEMU; on a board without a debugger, idle.
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
 /// Wraps `include_bytes!` data so that it starts 8-aligned (the runtime then reads f32
 /// tensors in place through its aligned fast path).
 #[repr(C, align(8))]

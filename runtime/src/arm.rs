@@ -1,18 +1,22 @@
-//! The crate's only `unsafe` code: the f32 inner loop for hard-float ARM (Cortex-M4F,
-//! M7, M33, ...), in assembly.
+//! The crate's only `unsafe` code, for hard-float ARM (Cortex-M4F, M7, M33, ...): the
+//! f32 inner loop and the square root, in assembly.
 //!
-//! Compiled Rust loads each weight with its own `vldr`; this loop loads four
+//! Compiled Rust loads each weight with its own `vldr`; [`block4`] loads four
 //! consecutive weights of a row with one `vldmia` and keeps four rows' sums in
 //! registers: 23 instructions per 16 multiply-accumulates (the compiled loop needs
-//! about 42). Two rows' chains are interleaved so consecutive `vmla`s are independent. It computes exactly what [`block4_portable`](crate::kernels) computes:
-//! `vmla.f32` rounds the product before adding (it is not fused), and each row is
-//! accumulated left to right, so host and target results are bit-identical.
+//! about 42). Two rows' chains are interleaved so consecutive `vmla`s are independent.
+//! It computes exactly what `kernels::block4_portable` computes: `vmla.f32` rounds
+//! the product before adding (it is not fused), and each row is accumulated left to
+//! right, so host and target results are bit-identical. [`sqrtf`] uses `vsqrt.f32`,
+//! correctly rounded like `libm::sqrtf`.
 //!
-//! Audit notes: the only memory accessed is `4 * n` f32 values from each of the five
-//! slices, where `n = x.len() / 4` and every row slice was checked to hold at least
-//! `4 * n` values; the only stores are to two local arrays (the sums, and s0-s15
-//! saved on entry and restored on exit); no stack use; clobbered core registers are
-//! declared; the loop runs `n >= 1` times.
+//! Audit notes for [`block4`]: the only memory read is `4 * n` f32 values through each
+//! of the five slices, where `n = x.len() / 4` and every row slice was checked to hold
+//! at least `4 * n` values; the only stores are to two local arrays (the sums, and
+//! s0-s15 saved on entry and restored on exit); the asm does not touch the stack;
+//! clobbered core registers are declared; the loop runs `n >= 1` times. Both
+//! functions are exercised on the target by the firmware tests, against values
+//! computed on the host with the portable code.
 #![allow(unsafe_code)]
 
 use crate::kernels::block4_portable;

@@ -82,41 +82,35 @@ pub(crate) enum Entry<'h> {
     Tensor(usize, TensorInfo),
 }
 
+/// The names of slots `0..SLOT_LAYERS`, in slot order.
+const NAMES: [&[u8]; SLOT_LAYERS] = [
+    b"input.mean",
+    b"input.scale",
+    b"density.weights",
+    b"density.means",
+    b"density.variances",
+    b"density.dims",
+];
+
+/// The suffixes of `layers.{i}`, in slot order.
+const PARTS: [&[u8]; 3] = [b".weight", b".scale", b".bias"];
+
 /// Maps a tensor name to its slot, or `None` if the format does not define it.
 fn slot_of(name: &[u8]) -> Option<usize> {
-    match name {
-        b"input.mean" => return Some(SLOT_INPUT_MEAN),
-        b"input.scale" => return Some(SLOT_INPUT_SCALE),
-        b"density.weights" => return Some(SLOT_DENSITY_WEIGHTS),
-        b"density.means" => return Some(SLOT_DENSITY_MEANS),
-        b"density.variances" => return Some(SLOT_DENSITY_VARIANCES),
-        b"density.dims" => return Some(SLOT_DENSITY_DIMS),
-        _ => {}
+    if let Some(slot) = NAMES.iter().position(|n| *n == name) {
+        return Some(slot);
     }
     let rest = name.strip_prefix(b"layers.")?;
-    let dot = rest.iter().position(|&c| c == b'.')?;
-    let (index, suffix) = rest.split_at(dot);
-    let layer = parse_index(index)?;
-    let part = match suffix {
-        b".weight" => 0,
-        b".scale" => 1,
-        b".bias" => 2,
+    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+    let (index, suffix) = rest.split_at_checked(digits)?;
+    // A decimal index without leading zeros.
+    let layer = match *index {
+        [d] => usize::from(d - b'0'),
+        [b'1', d] => 10 + usize::from(d - b'0'),
         _ => return None,
     };
-    (layer < crate::MAX_LAYERS).then(|| SLOT_LAYERS + 3 * layer + part)
-}
-
-/// A decimal index without sign or leading zeros (`0`, `1`, ..., `15`).
-fn parse_index(digits: &[u8]) -> Option<usize> {
-    if digits.is_empty() || digits.len() > 2 || (digits.len() > 1 && digits.first() == Some(&b'0'))
-    {
-        return None;
-    }
-    let mut v = 0usize;
-    for &d in digits {
-        v = v * 10 + usize::from(d.checked_sub(b'0').filter(|d| *d < 10)?);
-    }
-    Some(v)
+    let part = PARTS.iter().position(|p| *p == suffix)?;
+    (layer < crate::MAX_LAYERS).then_some(SLOT_LAYERS + 3 * layer + part)
 }
 
 struct Scanner<'h> {

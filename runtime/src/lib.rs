@@ -14,8 +14,9 @@
 //! - [`Model::select`] picks among user [`Controller`]s by `reward + gamma * V(next)`.
 //! - [`Model::shaped_reward`] gives the potential-based shaped reward.
 //!
-//! No allocation, no panics (enforced by lints), and no `unsafe` except one audited
-//! assembly loop for hard-float ARM targets (`src/arm.rs`). Features: `alloc`
+//! No allocation, no panics (enforced by lints), and no `unsafe` outside one audited
+//! module for hard-float ARM targets (`src/arm.rs`: the f32 inner loop and `vsqrt` in
+//! assembly, bit-identical to the portable code used elsewhere). Features: `alloc`
 //! (`OwnedModel`), `std` (implies `alloc`), `defmt` (`defmt::Format` for the public
 //! types).
 //!

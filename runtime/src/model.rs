@@ -141,8 +141,9 @@ pub struct Gated {
 /// ```
 /// use laq_runtime::Scratch;
 ///
-/// let mut scratch = Scratch::<144>::new(); // 2-64-64-8: 2 + 64 + 64 + ...
-/// assert_eq!(scratch.len(), 144);
+/// // A 2-64-64-8 MLP needs 2 + max(2 + 64, 64 + 64, 64 + 8) = 130.
+/// let mut scratch = Scratch::<130>::new();
+/// assert_eq!(scratch.len(), 130);
 /// scratch[0] = 1.0;
 /// ```
 #[derive(Clone, Debug)]
@@ -207,38 +208,52 @@ pub(crate) struct Layout {
     data_start: u32,
 }
 
-/// Raw values of the metadata keys the format defines.
+/// The metadata keys the format defines, in the order of [`Meta`]'s fields.
+const META_KEYS: [&[u8]; 8] = [
+    b"format",
+    b"version",
+    b"input_dim",
+    b"num_layers",
+    b"activation",
+    b"head",
+    b"gamma",
+    b"density_threshold",
+];
+
+/// Raw values of the metadata keys the format defines (see [`META_KEYS`]).
 #[derive(Default)]
 struct Meta<'h> {
-    format: Option<RawStr<'h>>,
-    version: Option<RawStr<'h>>,
-    input_dim: Option<RawStr<'h>>,
-    num_layers: Option<RawStr<'h>>,
-    activation: Option<RawStr<'h>>,
-    head: Option<RawStr<'h>>,
-    gamma: Option<RawStr<'h>>,
-    threshold: Option<RawStr<'h>>,
+    values: [Option<RawStr<'h>>; 8],
 }
 
 impl<'h> Meta<'h> {
     fn set(&mut self, key: RawStr<'h>, value: RawStr<'h>) -> Result<(), Error> {
-        let field = match key.bytes() {
-            b"format" => &mut self.format,
-            b"version" => &mut self.version,
-            b"input_dim" => &mut self.input_dim,
-            b"num_layers" => &mut self.num_layers,
-            b"activation" => &mut self.activation,
-            b"head" => &mut self.head,
-            b"gamma" => &mut self.gamma,
-            b"density_threshold" => &mut self.threshold,
-            _ => return Ok(()),
+        let Some(field) = META_KEYS
+            .iter()
+            .position(|k| *k == key.bytes())
+            .and_then(|i| self.values.get_mut(i))
+        else {
+            return Ok(());
         };
         if field.replace(value).is_some() {
             return Err(Error::DuplicateTensor);
         }
         Ok(())
     }
+
+    fn get(&self, key: usize) -> Option<RawStr<'h>> {
+        self.values.get(key).copied().flatten()
+    }
 }
+
+const FORMAT: usize = 0;
+const VERSION: usize = 1;
+const INPUT_DIM: usize = 2;
+const NUM_LAYERS: usize = 3;
+const ACTIVATION: usize = 4;
+const HEAD: usize = 5;
+const GAMMA: usize = 6;
+const THRESHOLD: usize = 7;
 
 fn meta_usize(
     value: Option<RawStr<'_>>,
@@ -324,7 +339,7 @@ impl Layout {
             Entry::Tensor(slot, info) => layout.record(slot, &info, data_len),
         })?;
         layout.apply_metadata(&meta)?;
-        layout.check_structure(meta.threshold.is_some())?;
+        layout.check_structure(meta.get(THRESHOLD).is_some())?;
 
         // Pass 2: every remaining shape against the dimensions now known.
         json::walk(header, &mut |entry| match entry {
@@ -393,28 +408,28 @@ impl Layout {
     }
 
     fn apply_metadata(&mut self, meta: &Meta<'_>) -> Result<(), Error> {
-        if !meta.format.is_some_and(|f| f.is("laq-value"))
-            || !meta.version.is_some_and(|v| v.is("1"))
+        if !meta.get(FORMAT).is_some_and(|f| f.is("laq-value"))
+            || !meta.get(VERSION).is_some_and(|v| v.is("1"))
         {
             return Err(Error::UnsupportedFormat);
         }
-        self.input_dim = meta_usize(meta.input_dim, 1..=MAX_INPUT_DIM)? as u32;
-        self.layers = meta_usize(meta.num_layers, 1..=MAX_LAYERS)? as u8;
-        if !meta.activation.is_some_and(|a| a.is("relu")) {
+        self.input_dim = meta_usize(meta.get(INPUT_DIM), 1..=MAX_INPUT_DIM)? as u32;
+        self.layers = meta_usize(meta.get(NUM_LAYERS), 1..=MAX_LAYERS)? as u8;
+        if !meta.get(ACTIVATION).is_some_and(|a| a.is("relu")) {
             return Err(Error::InvalidMetadata);
         }
-        self.head = match meta.head {
+        self.head = match meta.get(HEAD) {
             Some(h) if h.is("max_q") => Head::MaxQ,
             Some(h) if h.is("one_norm") => Head::OneNorm,
             _ => return Err(Error::InvalidMetadata),
         };
-        self.gamma = match meta.gamma {
+        self.gamma = match meta.get(GAMMA) {
             Some(g) => meta_f32(g)
                 .and_then(check_gamma)
                 .map_err(|_| Error::InvalidMetadata)?,
             None => 1.0,
         };
-        if let Some(t) = meta.threshold {
+        if let Some(t) = meta.get(THRESHOLD) {
             self.threshold = meta_f32(t)?;
         }
         Ok(())

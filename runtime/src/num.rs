@@ -78,26 +78,19 @@ pub(crate) fn parse_f32(s: &[u8]) -> Option<f32> {
         }
         exp += if eneg { -e } else { e };
     }
+    // Scale by powers of ten, at most 1e10 at a time (1e10 is exact in f32). With a
+    // mantissa below 2^24 and |exp| <= 10 this is a single correctly rounded
+    // operation on exact operands.
     let mut v = mantissa as f32;
-    if mantissa < (1 << 24) && (-10..=10).contains(&exp) {
-        // Both operands exact: one correctly rounded operation.
-        v = if exp >= 0 {
-            v * pow10(exp.unsigned_abs())
-        } else {
-            v / pow10(exp.unsigned_abs())
-        };
-    } else if v != 0.0 {
-        let mut e = exp;
-        while e > 0 && v.is_finite() {
-            let step = e.min(10);
-            v *= pow10(step.unsigned_abs());
-            e -= step;
-        }
-        while e < 0 && v != 0.0 {
-            let step = e.max(-10);
-            v /= pow10(step.unsigned_abs());
-            e -= step;
-        }
+    while exp > 0 && v.is_finite() {
+        let step = exp.min(10);
+        v *= pow10(step.unsigned_abs());
+        exp -= step;
+    }
+    while exp < 0 && v != 0.0 {
+        let step = exp.max(-10);
+        v /= pow10(step.unsigned_abs());
+        exp -= step;
     }
     let v = if neg { -v } else { v };
     v.is_finite().then_some(v)

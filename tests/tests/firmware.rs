@@ -62,6 +62,7 @@ fn require_prerequisites(root: &Path) {
         missing.push("flip-link, the firmware's linker (`cargo install flip-link`)".into());
     }
     let model = std::env::var_os("LAQ_GRID_MODEL")
+        .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("models/gridworld/value.safetensors"));
     if !model.is_file() {

@@ -51,7 +51,7 @@ fn mining_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)
     nn::init_vars(&vm, 0)?;
     let mut opt = Adam::new(&vm, 1e-3, 1e-5)?;
     let ours = time_ms(
-        || mining::train_step(&model, &mut opt, &s, &s2, 2).map(|_| ()),
+        || mining::train_step(&model, &mut opt, &s, &s2, 2, None).map(|_| ()),
         20,
         iters,
         reps,

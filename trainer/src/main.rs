@@ -136,7 +136,7 @@ struct TrainArgs {
     mining_steps: Option<usize>,
     #[arg(long, value_enum)]
     anti_collapse: Option<AntiCollapse>,
-    /// Forward models trained from different seeds; the lowest-loss one is kept (default 6).
+    /// Forward models trained from different seeds; the lowest-loss one is kept (default 2).
     #[arg(long)]
     mining_restarts: Option<usize>,
     /// DQN training steps (default: 20000).

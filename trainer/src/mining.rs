@@ -47,6 +47,11 @@ pub struct MiningConfig {
     pub restarts: usize,
     /// Fraction of `steps` after which the restarts are compared.
     pub screen: f64,
+    /// Every this many steps (0: never), the latent action that is cheapest to remove is
+    /// re-seeded next to the one with the most residual error, if that should pay.
+    pub split_every: usize,
+    /// Fraction of `steps` during which splits may happen.
+    pub split_until: f64,
 }
 
 impl Default for MiningConfig {
@@ -65,8 +70,10 @@ impl Default for MiningConfig {
             lr_drops: vec![0.33, 0.67],
             forced_per_action: 2,
             anti_collapse: AntiCollapse::Annealed,
-            restarts: 6,
+            restarts: 2,
             screen: 0.3,
+            split_every: 100,
+            split_until: 0.5,
         }
     }
 }
@@ -186,6 +193,43 @@ pub fn assign(errors: &[f32], k: usize, forced: usize) -> Vec<u32> {
     out
 }
 
+/// Per latent action, over recent batches: the error left on the samples it wins
+/// (`residual`, high when it averages two real actions) and how much the loss would grow
+/// if it were removed (`removal`: second-best minus best error; near 0 for a duplicate).
+#[derive(Clone, Debug, Default)]
+pub struct Usage {
+    pub residual: Vec<f64>,
+    pub removal: Vec<f64>,
+}
+
+impl Usage {
+    fn add(&mut self, errors: &[f32], k: usize) {
+        self.residual.resize(k, 0.0);
+        self.removal.resize(k, 0.0);
+        for row in errors.chunks_exact(k) {
+            let best = crate::eval::argmin_f32(row);
+            let second = row
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != best)
+                .fold(f32::INFINITY, |m, (_, &e)| m.min(e));
+            self.residual[best] += row[best] as f64;
+            if second.is_finite() {
+                self.removal[best] += (second - row[best]) as f64;
+            }
+        }
+    }
+
+    /// `(duplicate, overloaded)` when re-seeding the cheapest-to-remove latent action at
+    /// the one with the most residual error is expected to lower the loss.
+    fn split(&self) -> Option<(usize, usize)> {
+        let dup = (0..self.removal.len()).min_by(|&a, &b| self.removal[a].total_cmp(&self.removal[b]))?;
+        let bad = (0..self.residual.len()).max_by(|&a, &b| self.residual[a].total_cmp(&self.residual[b]))?;
+        // Half the overloaded action's residual is what a split can recover at best.
+        (dup != bad && 0.5 * self.residual[bad] > self.removal[dup]).then_some((dup, bad))
+    }
+}
+
 /// One hard-EM step on a batch; returns the batch's hard-min loss.
 pub fn train_step(
     model: &ForwardModel,
@@ -193,11 +237,15 @@ pub fn train_step(
     s: &Tensor,
     s2: &Tensor,
     forced: usize,
+    usage: Option<&mut Usage>,
 ) -> Result<f32> {
     let err = model.errors(s, s2)?;
     let host: Vec<f32> = err.flatten_all()?.to_vec1()?;
     let k = model.k;
     let b = host.len() / k;
+    if let Some(u) = usage {
+        u.add(&host, k);
+    }
     let idx = Tensor::from_vec(assign(&host, k, forced), (b, 1), s.device())?;
     let loss = err.gather(&idx, 1)?.mean_all()?;
     let value = loss.to_scalar::<f32>()?;
@@ -222,6 +270,7 @@ struct Run {
     /// Mean loss of each tenth of `steps`.
     curve: Vec<f32>,
     acc: (f64, usize),
+    usage: Usage,
 }
 
 /// Standardised transitions and scratch space for batches.
@@ -246,7 +295,16 @@ impl Run {
             rng,
             curve: vec![],
             acc: (0.0, 0),
+            usage: Usage::default(),
         })
+    }
+
+    /// Moves latent action `dup` next to `bad`, so that the next steps split what `bad`
+    /// was averaging (split-and-merge EM).
+    fn reseed(&mut self, dup: usize, bad: usize) -> Result<()> {
+        let emb: Vec<Vec<f32>> = self.model.embeddings.to_vec2()?;
+        let row: Vec<f32> = emb[bad].iter().map(|&v| v + 0.01 * nn::normal(&mut self.rng)).collect();
+        self.opt.overwrite_row("embeddings", dup, &row)
     }
 
     /// Trains over `steps`; returns the mean loss of the last tenth of them.
@@ -283,7 +341,15 @@ impl Run {
                 AntiCollapse::Off => false,
             };
             let forced = if apply { cfg.forced_per_action } else { 0 };
-            let loss = train_step(&self.model, &mut self.opt, &s, &s2, forced)? as f64;
+            let splitting = (step as f64) < cfg.split_until * cfg.steps as f64 && cfg.split_every > 0;
+            let usage = if splitting { Some(&mut self.usage) } else { None };
+            let loss = train_step(&self.model, &mut self.opt, &s, &s2, forced, usage)? as f64;
+            if splitting && (step + 1) % cfg.split_every == 0 {
+                if let Some((dup, bad)) = self.usage.split() {
+                    self.reseed(dup, bad)?;
+                }
+                self.usage = Usage::default();
+            }
             self.acc.0 += loss;
             self.acc.1 += 1;
             if step >= tail_from {

@@ -172,6 +172,26 @@ impl Adam {
         })
     }
 
+    /// Overwrites row `row` of the 2-D variable `name` and forgets its moments.
+    pub fn overwrite_row(&mut self, name: &str, row: usize, values: &[f32]) -> Result<()> {
+        let i = self
+            .vars
+            .iter()
+            .position(|(n, _)| n == name)
+            .with_context(|| format!("no variable `{name}`"))?;
+        let var = &self.vars[i].1;
+        let cols = var.dims().get(1).copied().unwrap_or(1);
+        if values.len() != cols || (row + 1) * cols > self.p[i].len() {
+            bail!("row {row} of `{name}` does not fit {} values", values.len());
+        }
+        let r = row * cols..(row + 1) * cols;
+        self.p[i][r.clone()].copy_from_slice(values);
+        self.m[i][r.clone()].fill(0.0);
+        self.v[i][r].fill(0.0);
+        var.set(&Tensor::from_slice(&self.p[i], var.dims(), var.device())?)?;
+        Ok(())
+    }
+
     pub fn backward_step(&mut self, loss: &Tensor) -> Result<()> {
         let grads = loss.backward()?;
         self.t += 1;

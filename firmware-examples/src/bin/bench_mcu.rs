@@ -12,19 +12,29 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::{debug, hprintln};
-use laq_firmware_examples::{grid, stack, systick, Aligned};
+use cortex_m_semihosting::hprintln;
+use laq_firmware_examples::{exit, grid, stack, systick, Aligned};
 use laq_runtime::{Candidate, Model, Scratch};
 use panic_semihosting as _;
 
 include!(concat!(env!("OUT_DIR"), "/host_values.rs"));
 
-static GRID: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/grid.safetensors")));
-static BENCH: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/bench.safetensors")));
-static BENCH_I8: &Aligned<[u8]> =
-    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/bench_i8.safetensors")));
-static ONE_NORM: &Aligned<[u8]> =
-    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/one_norm.safetensors")));
+static GRID: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/grid.safetensors"
+)));
+static BENCH: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/bench.safetensors"
+)));
+static BENCH_I8: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/bench_i8.safetensors"
+)));
+static ONE_NORM: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/one_norm.safetensors"
+)));
 
 const SCRATCH: usize = max(max(BENCH_SCRATCH, GRID_SCRATCH), ONE_NORM_SCRATCH);
 const RUNS: u32 = 20;
@@ -46,14 +56,22 @@ fn runtime_work() -> Option<usize> {
     let mut scratch = Scratch::<GRID_SCRATCH>::new();
     let mut report = [Candidate::default(); 8];
     let state = core::hint::black_box([2.0f32, 2.0]);
-    let best = model.select(&state, &grid::CONTROLLERS, &mut scratch, &mut report).ok()?;
+    let best = model
+        .select(&state, &grid::CONTROLLERS, &mut scratch, &mut report)
+        .ok()?;
     let shaped = model.shaped_reward(&state, Default::default(), &[3.0, 3.0], &mut scratch);
     core::hint::black_box(shaped).ok()?;
     Some(best)
 }
 
 /// Times `RUNS` evaluations of `state`; returns (instructions per inference, value).
-fn time(model: &Model<'_>, state: &[f32], scratch: &mut [f32], per_tick: f32, overhead: u32) -> (f32, f32) {
+fn time(
+    model: &Model<'_>,
+    state: &[f32],
+    scratch: &mut [f32],
+    per_tick: f32,
+    overhead: u32,
+) -> (f32, f32) {
     let mut v = 0.0;
     let t0 = systick::now();
     for _ in 0..RUNS {
@@ -74,9 +92,19 @@ fn bench(per_tick: f32, overhead: u32) -> bool {
     let mut ok = true;
     let mut scratch = [0.0f32; SCRATCH];
     for (name, bytes, state, host) in [
-        ("grid 2-64-64-8 f32", &GRID.0, &[2.0f32, 3.0][..], GRID_V[2][3]),
+        (
+            "grid 2-64-64-8 f32",
+            &GRID.0,
+            &[2.0f32, 3.0][..],
+            GRID_V[2][3],
+        ),
         ("mlp 4-128-128-8 f32", &BENCH.0, &BENCH_STATE[..], BENCH_V),
-        ("mlp 4-128-128-8 int8", &BENCH_I8.0, &BENCH_STATE[..], BENCH_I8_V),
+        (
+            "mlp 4-128-128-8 int8",
+            &BENCH_I8.0,
+            &BENCH_STATE[..],
+            BENCH_I8_V,
+        ),
     ] {
         let t0 = systick::now();
         let model = Model::new_checked(core::hint::black_box(bytes));
@@ -122,7 +150,10 @@ fn check_one_norm() -> bool {
     let v = model.value(&BENCH_STATE, &mut scratch);
     let lp = model.log_density(&BENCH_STATE);
     let ok = v == Ok(ONE_NORM_V) && lp == Ok(Some(ONE_NORM_LOGP));
-    hprintln!("one_norm head + density gate match the host exactly: {}", ok);
+    hprintln!(
+        "one_norm head + density gate match the host exactly: {}",
+        ok
+    );
     ok
 }
 
@@ -146,15 +177,17 @@ fn check_unaligned() -> bool {
             ok &= model.value(&[r as f32, c as f32], &mut scratch) == Ok(host);
         }
     }
-    hprintln!("unaligned (byte-wise) grid model matches the host exactly: {}", ok);
+    hprintln!(
+        "unaligned (byte-wise) grid model matches the host exactly: {}",
+        ok
+    );
     ok
 }
 
 #[entry]
 fn main() -> ! {
     let Some(mut p) = cortex_m::Peripherals::take() else {
-        debug::exit(debug::EXIT_FAILURE);
-        loop {}
+        exit(false)
     };
 
     let painted = stack::paint();
@@ -168,7 +201,9 @@ fn main() -> ! {
         per_tick
     );
     if (per_tick - 40.0).abs() > 0.5 {
-        hprintln!("warning: not running with -icount shift=0; the figures are not instruction counts");
+        hprintln!(
+            "warning: not running with -icount shift=0; the figures are not instruction counts"
+        );
     }
     let mut ok = bench(per_tick, overhead);
     ok &= check_one_norm();
@@ -184,12 +219,6 @@ fn main() -> ! {
         core::mem::size_of::<Candidate>(),
         GRID_SCRATCH * 4
     );
-    if ok {
-        hprintln!("bench_mcu: PASS");
-        debug::exit(debug::EXIT_SUCCESS);
-    } else {
-        hprintln!("bench_mcu: FAIL");
-        debug::exit(debug::EXIT_FAILURE);
-    }
-    loop {}
+    hprintln!("bench_mcu: {}", if ok { "PASS" } else { "FAIL" });
+    exit(ok)
 }

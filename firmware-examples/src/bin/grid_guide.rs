@@ -9,23 +9,25 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::{debug, hprintln};
+use cortex_m_semihosting::hprintln;
 use laq_firmware_examples::grid::{self, CONTROLLERS, NAMES};
-use laq_firmware_examples::Aligned;
+use laq_firmware_examples::{exit, Aligned};
 use laq_runtime::{Candidate, Model, Scratch};
 use panic_semihosting as _;
 
 include!(concat!(env!("OUT_DIR"), "/host_values.rs"));
 
-static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/grid.safetensors")));
+static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/grid.safetensors"
+)));
 
 const MAX_STEPS: usize = 20;
 const REL_TOL: f32 = 1e-5;
 
 fn fail(what: &str, e: laq_runtime::Error) -> ! {
     hprintln!("error: {}: {}", what, e);
-    debug::exit(debug::EXIT_FAILURE);
-    loop {}
+    exit(false)
 }
 
 #[entry]
@@ -100,12 +102,7 @@ fn main() -> ! {
         steps,
         grid::OPTIMAL_STEPS
     );
-    if optimal && values_ok {
-        hprintln!("grid_guide: PASS");
-        debug::exit(debug::EXIT_SUCCESS);
-    } else {
-        hprintln!("grid_guide: FAIL");
-        debug::exit(debug::EXIT_FAILURE);
-    }
-    loop {}
+    let ok = optimal && values_ok;
+    hprintln!("grid_guide: {}", if ok { "PASS" } else { "FAIL" });
+    exit(ok)
 }

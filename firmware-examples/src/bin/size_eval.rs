@@ -5,14 +5,16 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::debug;
-use laq_firmware_examples::Aligned;
+use laq_firmware_examples::{exit, Aligned};
 use laq_runtime::{Model, Scratch};
 use panic_halt as _;
 
 include!(concat!(env!("OUT_DIR"), "/host_values.rs"));
 
-static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/grid.safetensors")));
+static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/grid.safetensors"
+)));
 
 #[inline(never)]
 fn work(bytes: &[u8], state: [f32; 2]) -> Option<f32> {
@@ -26,6 +28,5 @@ fn main() -> ! {
     let bytes = core::hint::black_box(&MODEL.0);
     let state = core::hint::black_box([2.0f32, 3.0]);
     let ok = work(bytes, state) == Some(GRID_V[2][3]);
-    debug::exit(if ok { debug::EXIT_SUCCESS } else { debug::EXIT_FAILURE });
-    loop {}
+    exit(ok)
 }

@@ -7,14 +7,16 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::debug;
-use laq_firmware_examples::Aligned;
+use laq_firmware_examples::{exit, Aligned};
 use laq_runtime::{Candidate, Model, Scratch};
 use panic_halt as _;
 
 include!(concat!(env!("OUT_DIR"), "/host_values.rs"));
 
-static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/grid.safetensors")));
+static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/grid.safetensors"
+)));
 
 #[inline(never)]
 fn work(bytes: &[u8], state: [f32; 2]) -> Option<usize> {
@@ -24,8 +26,12 @@ fn work(bytes: &[u8], state: [f32; 2]) -> Option<usize> {
     // A table of predicted next states (no controller code of our own in the binary).
     let table: [&[f32]; 3] = [&[1.0, 2.0], &[3.0, 3.0], &[2.0, 3.0]];
     let mut report = [Candidate::default(); 3];
-    let best = model.select(&state, &table, &mut scratch, &mut report).ok()?;
-    let shaped = model.shaped_reward(&state, Default::default(), &[3.0, 3.0], &mut scratch).ok()?;
+    let best = model
+        .select(&state, &table, &mut scratch, &mut report)
+        .ok()?;
+    let shaped = model
+        .shaped_reward(&state, Default::default(), &[3.0, 3.0], &mut scratch)
+        .ok()?;
     core::hint::black_box((gated, shaped));
     Some(best)
 }
@@ -35,6 +41,5 @@ fn main() -> ! {
     let bytes = core::hint::black_box(&MODEL.0);
     let state = core::hint::black_box([2.0f32, 2.0]);
     let ok = work(bytes, state) == Some(1);
-    debug::exit(if ok { debug::EXIT_SUCCESS } else { debug::EXIT_FAILURE });
-    loop {}
+    exit(ok)
 }

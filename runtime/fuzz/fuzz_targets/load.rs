@@ -17,7 +17,9 @@ fuzz_target!(|data: &[u8]| {
         Ok(v) => assert!(v.is_finite()),
         Err(e) => assert_eq!(e, Error::NonFiniteOutput),
     }
-    model.log_density(&state).expect("a finite state of the right length");
+    model
+        .log_density(&state)
+        .expect("a finite state of the right length");
     let _ = model.gated_value(&state, &mut scratch);
     let next: Vec<f32> = state.iter().map(|v| v + 1.0).collect();
     let table: [&[f32]; 2] = [&state, &next];

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Firmware and embedded checks of laq-runtime, for a fresh Debian machine (run as root).
+#
+# 1. Installs what the firmware tests need: the Cortex-M Rust targets, QEMU,
+#    arm-none-eabi binutils (for arm-none-eabi-size), flip-link (the firmware's
+#    linker) and cargo-fuzz (nightly toolchain).
+# 2. Builds and lints the runtime for thumbv6m-none-eabi (Cortex-M0, no FPU) and
+#    thumbv7em-none-eabihf (Cortex-M4F, where the assembly kernel is compiled).
+# 3. Fuzzes the model loader for FUZZ_SECONDS (default 60).
+# 4. If the grid model exists, builds the firmware, runs it in QEMU and prints the
+#    size and instruction-count figures (tests/tests/firmware.rs asserts on them).
+#
+# Run from anywhere; afterwards `cargo test -p laq-tests --test firmware` can run.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain targets"
+rustup target add thumbv7em-none-eabihf thumbv6m-none-eabi
+rustup component add clippy >/dev/null 2>&1 || true
+if ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal
+fi
+
+step "system packages"
+if ! command -v qemu-system-arm >/dev/null || ! command -v arm-none-eabi-size >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends qemu-system-arm binutils-arm-none-eabi
+fi
+
+step "cargo tools"
+command -v flip-link >/dev/null || cargo install --locked flip-link
+command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+
+step "runtime for thumbv6m-none-eabi and thumbv7em-none-eabihf"
+cargo build -p laq-runtime --target thumbv6m-none-eabi
+cargo build -p laq-runtime --target thumbv7em-none-eabihf
+cargo build -p laq-runtime --target thumbv7em-none-eabihf --release
+cargo clippy -p laq-runtime --target thumbv7em-none-eabihf --features defmt -- -D warnings
+cargo clippy -p laq-runtime --target thumbv6m-none-eabi -- -D warnings
+
+step "fuzzing the loader for ${FUZZ_SECONDS}s"
+(
+    cd runtime
+    mkdir -p fuzz/corpus/load
+    cargo +nightly fuzz build load
+    cargo +nightly fuzz run load fuzz/corpus/load tests/data -- \
+        -max_total_time="$FUZZ_SECONDS" -dict=fuzz/load.dict
+)
+
+model="${LAQ_GRID_MODEL:-$root/models/gridworld/value.safetensors}"
+if [[ -f "$model" ]]; then
+    step "firmware (QEMU mps2-an386, Cortex-M4F)"
+    (
+        cd firmware-examples
+        cargo build --release --bins
+        bin="${CARGO_TARGET_DIR:-target}/thumbv7em-none-eabihf/release"
+        qemu=(qemu-system-arm -cpu cortex-m4 -machine mps2-an386 -nographic
+              -semihosting-config enable=on,target=native)
+        "${qemu[@]}" -kernel "$bin/grid_guide"
+        "${qemu[@]}" -icount shift=0 -kernel "$bin/bench_mcu"
+        arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full"
+    )
+else
+    step "firmware skipped: $model not found (train the grid model first)"
+fi
