@@ -223,8 +223,10 @@ impl Usage {
     /// `(duplicate, overloaded)` when re-seeding the cheapest-to-remove latent action at
     /// the one with the most residual error is expected to lower the loss.
     fn split(&self) -> Option<(usize, usize)> {
-        let dup = (0..self.removal.len()).min_by(|&a, &b| self.removal[a].total_cmp(&self.removal[b]))?;
-        let bad = (0..self.residual.len()).max_by(|&a, &b| self.residual[a].total_cmp(&self.residual[b]))?;
+        let dup =
+            (0..self.removal.len()).min_by(|&a, &b| self.removal[a].total_cmp(&self.removal[b]))?;
+        let bad = (0..self.residual.len())
+            .max_by(|&a, &b| self.residual[a].total_cmp(&self.residual[b]))?;
         // Half the overloaded action's residual is what a split can recover at best.
         (dup != bad && 0.5 * self.residual[bad] > self.removal[dup]).then_some((dup, bad))
     }
@@ -303,7 +305,10 @@ impl Run {
     /// was averaging (split-and-merge EM).
     fn reseed(&mut self, dup: usize, bad: usize) -> Result<()> {
         let emb: Vec<Vec<f32>> = self.model.embeddings.to_vec2()?;
-        let row: Vec<f32> = emb[bad].iter().map(|&v| v + 0.01 * nn::normal(&mut self.rng)).collect();
+        let row: Vec<f32> = emb[bad]
+            .iter()
+            .map(|&v| v + 0.01 * nn::normal(&mut self.rng))
+            .collect();
         self.opt.overwrite_row("embeddings", dup, &row)
     }
 
@@ -341,8 +346,13 @@ impl Run {
                 AntiCollapse::Off => false,
             };
             let forced = if apply { cfg.forced_per_action } else { 0 };
-            let splitting = (step as f64) < cfg.split_until * cfg.steps as f64 && cfg.split_every > 0;
-            let usage = if splitting { Some(&mut self.usage) } else { None };
+            let splitting =
+                (step as f64) < cfg.split_until * cfg.steps as f64 && cfg.split_every > 0;
+            let usage = if splitting {
+                Some(&mut self.usage)
+            } else {
+                None
+            };
             let loss = train_step(&self.model, &mut self.opt, &s, &s2, forced, usage)? as f64;
             if splitting && (step + 1) % cfg.split_every == 0 {
                 if let Some((dup, bad)) = self.usage.split() {
