@@ -1,6 +1,9 @@
 //! `laq bench`: time per training step of the paper's networks, against baselines
-//! measured in the same run (candle's stock optimiser, and PyTorch when it is installed).
+//! measured in the same run (candle's stock optimiser, and PyTorch when it is installed),
+//! and the runtime's single-state inference and controller selection against candle's
+//! forward on the same weights.
 
+use crate::export::{Head, Layer, ValueModel};
 use crate::mining::{self, ForwardModel, MiningConfig};
 use crate::nn::{self, Adam, Mlp};
 use crate::qlearn::{self, Batch};
@@ -148,6 +151,161 @@ fn dqn_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
     Ok((ours, baseline))
 }
 
+/// A value model with random weights (biases small, weights scaled by 1/sqrt(fan_in)).
+fn random_model(dims: &[usize], rng: &mut ChaCha8Rng) -> ValueModel {
+    let layers = dims
+        .windows(2)
+        .map(|w| Layer {
+            out_dim: w[1],
+            in_dim: w[0],
+            weight: random(rng, w[0] * w[1])
+                .iter()
+                .map(|v| v / (w[0] as f32).sqrt())
+                .collect(),
+            bias: random(rng, w[1]).iter().map(|v| v * 0.1).collect(),
+        })
+        .collect();
+    ValueModel {
+        mean: random(rng, dims[0]),
+        scale: vec![1.0; dims[0]],
+        layers,
+        head: Head::MaxQ,
+        gamma: 0.99,
+        info: Default::default(),
+    }
+}
+
+/// candle's forward on the same weights, tensors built once.
+struct CandleValue {
+    mean: Tensor,
+    scale: Tensor,
+    layers: Vec<candle_nn::Linear>,
+}
+
+impl CandleValue {
+    fn new(m: &ValueModel, device: &Device) -> Result<Self> {
+        let d = m.input_dim();
+        let layers = m
+            .layers
+            .iter()
+            .map(|l| {
+                let w = Tensor::from_slice(&l.weight, (l.out_dim, l.in_dim), device)?;
+                let b = Tensor::from_slice(&l.bias, l.out_dim, device)?;
+                Ok(candle_nn::Linear::new(w, Some(b)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(CandleValue {
+            mean: Tensor::from_slice(&m.mean, (1, d), device)?,
+            scale: Tensor::from_slice(&m.scale, (1, d), device)?,
+            layers,
+        })
+    }
+
+    /// V of `n` states `[n * D]`.
+    fn values(&self, states: &[f32], n: usize) -> Result<Tensor> {
+        use candle_nn::Module;
+        let d = states.len() / n;
+        let mut h = Tensor::from_slice(states, (n, d), self.mean.device())?
+            .broadcast_sub(&self.mean)?
+            .broadcast_mul(&self.scale)?;
+        for (i, l) in self.layers.iter().enumerate() {
+            h = l.forward(&h)?;
+            if i + 1 < self.layers.len() {
+                h = h.relu()?;
+            }
+        }
+        Ok(h.max(1)?)
+    }
+}
+
+/// Single-state V and selection among 8 predicted states: the runtime against candle.
+/// Returns rows of (what, runtime microseconds, candle microseconds).
+fn inference(iters: usize, reps: usize, device: &Device) -> Result<Vec<(String, f64, f64)>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let mut rows = vec![];
+    for dims in [vec![2, 64, 64, 8], vec![4, 128, 128, 8]] {
+        let m = random_model(&dims, &mut rng);
+        let owned = laq_runtime::OwnedModel::from_vec(m.to_bytes(false)?)
+            .map_err(|e| anyhow::anyhow!("runtime rejected the benchmark model: {e}"))?;
+        let rt = owned.model();
+        let cv = CandleValue::new(&m, device)?;
+        let d = dims[0];
+        let state = random(&mut rng, d);
+        let mut scratch = vec![0f32; rt.scratch_len()];
+        let mut sink = 0f32;
+        let ours = time_ms(
+            || {
+                sink += rt
+                    .value(&state, &mut scratch)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                Ok(())
+            },
+            100,
+            iters * 10,
+            reps,
+        )?;
+        let theirs = time_ms(
+            || {
+                sink += cv.values(&state, 1)?.to_vec1::<f32>()?[0];
+                Ok(())
+            },
+            100,
+            iters * 10,
+            reps,
+        )?;
+        rows.push((
+            format!(
+                "V(s), {}",
+                dims.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join("-")
+            ),
+            ours * 1e3,
+            theirs * 1e3,
+        ));
+
+        let candidates: Vec<Vec<f32>> = (0..8).map(|_| random(&mut rng, d)).collect();
+        let table: Vec<&[f32]> = candidates.iter().map(|c| c.as_slice()).collect();
+        let flat: Vec<f32> = candidates.concat();
+        let mut report = [laq_runtime::Candidate::default(); 8];
+        let mut picks = 0usize;
+        let ours = time_ms(
+            || {
+                picks += rt
+                    .select(&state, &table, &mut scratch, &mut report)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                Ok(())
+            },
+            100,
+            iters * 10,
+            reps,
+        )?;
+        let theirs = time_ms(
+            || {
+                picks += cv.values(&flat, 8)?.argmax(0)?.to_scalar::<u32>()? as usize;
+                Ok(())
+            },
+            100,
+            iters * 10,
+            reps,
+        )?;
+        rows.push((
+            format!(
+                "select 1 of 8, {}",
+                dims.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join("-")
+            ),
+            ours * 1e3,
+            theirs * 1e3,
+        ));
+        std::hint::black_box((sink, picks));
+    }
+    Ok(rows)
+}
+
 /// PyTorch's time for the same two steps, when `python3` with torch is installed.
 fn pytorch_ms() -> Option<(f64, f64)> {
     let script = include_str!("../../bench/pytorch_steps.py");
@@ -173,6 +331,7 @@ pub fn run(quick: bool) -> Result<(Value, String)> {
     let (iters, reps) = if quick { (50, 3) } else { (300, 7) };
     let (mine, mine_base) = mining_steps(iters, reps, &device)?;
     let (dqn, dqn_base) = dqn_steps(iters, reps, &device)?;
+    let infer = inference(iters, reps, &device)?;
     let torch = pytorch_ms();
     let (torch_m, torch_d, torch_src) = match torch {
         Some((m, d)) => (m, d, "measured in this run"),
@@ -196,11 +355,19 @@ pub fn run(quick: bool) -> Result<(Value, String)> {
         torch_d / dqn
     );
     rep += &format!("\nPyTorch column: {torch_src}.\n");
+    rep += "\ninference, one call (microseconds)        runtime     candle  speed-up\n";
+    for (what, ours, theirs) in &infer {
+        rep += &format!(
+            "{what:<38} {ours:>9.3}  {theirs:>9.3}  {:>7.1}x\n",
+            theirs / ours
+        );
+    }
     let v = json!({
         "threads": threads,
         "mining_ms": mine, "mining_candle_stock_ms": mine_base, "mining_pytorch_ms": torch_m,
         "dqn_ms": dqn, "dqn_candle_stock_ms": dqn_base, "dqn_pytorch_ms": torch_d,
         "pytorch_source": torch_src,
+        "inference_us": infer.iter().map(|(k, a, b)| (k.clone(), json!({"runtime": a, "candle": b, "speedup": b / a}))).collect::<serde_json::Map<_, _>>(),
         "mining_speedup_vs_pytorch": torch_m / mine, "dqn_speedup_vs_pytorch": torch_d / dqn,
     });
     Ok((v, rep))
