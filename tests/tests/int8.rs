@@ -47,10 +47,8 @@ fn int8_grid_model_keeps_ranking_and_controller_choice() {
     let vq = grid_values(int8_bytes.clone(), &cells);
     let to64 = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
     let rho = laq::eval::spearman(&to64(&vf), &to64(&vq));
-    // States at the same distance from the goal differ by ~1e-3 in V while int8 moves V
-    // by up to ~6e-3, so their order within a distance ring is not kept (0.999 is not
-    // reached); the order across rings is, and so is every controller choice below.
-    assert!(rho >= 0.97, "Spearman int8 vs f32: {rho}");
+    // Calibrated export: int8 for every layer but the last, which is refitted in f32.
+    assert!(rho >= 0.999, "Spearman int8 vs f32: {rho}");
 
     // Controller choice: the move whose predicted next state has the best r + gamma V.
     let choose = |v: &[f32], s: usize| {
@@ -69,10 +67,10 @@ fn int8_grid_model_keeps_ranking_and_controller_choice() {
         .iter()
         .filter(|&&s| choose(&vf, s) == choose(&vq, s))
         .count();
-    // Where two moves lead to equally good states (the same distance ring), the pick
-    // between them follows the ~1e-3 noise, so the choices themselves can differ there
-    // (31 of 35 agree); both models' choices are optimal in every state.
-    assert!(same >= 30, "{same}/35 choices agree");
+    assert!(
+        same as f64 / non_goal.len() as f64 >= 0.99,
+        "{same}/35 choices agree"
+    );
     assert_eq!(g.behaviour_accuracy(&to64(&vf), 0.95), 1.0);
     assert_eq!(g.behaviour_accuracy(&to64(&vq), 0.95), 1.0);
 }

@@ -30,6 +30,7 @@ fn random_model(rng: &mut ChaCha8Rng, dims: &[usize], head: Head) -> ValueModel 
         layers,
         head,
         gamma: 0.99,
+        keep_f32: vec![],
         info: BTreeMap::new(),
     }
 }

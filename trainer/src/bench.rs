@@ -171,6 +171,7 @@ fn random_model(dims: &[usize], rng: &mut ChaCha8Rng) -> ValueModel {
         layers,
         head: Head::MaxQ,
         gamma: 0.99,
+        keep_f32: vec![],
         info: Default::default(),
     }
 }

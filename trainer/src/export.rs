@@ -48,6 +48,8 @@ pub struct ValueModel {
     pub layers: Vec<Layer>,
     pub head: Head,
     pub gamma: f64,
+    /// Layers kept in f32 when the rest is exported as int8 (see `quantize`).
+    pub keep_f32: Vec<usize>,
     /// Free-text metadata (labels, Q-learning, trainer version).
     pub info: BTreeMap<String, String>,
 }
@@ -71,6 +73,7 @@ impl ValueModel {
             layers,
             head: Head::MaxQ,
             gamma,
+            keep_f32: vec![],
             info,
         })
     }
@@ -104,7 +107,7 @@ impl ValueModel {
         buffers.push(("input.scale".into(), Dtype::F32, vec![d], f32s(&self.scale)));
         for (i, l) in self.layers.iter().enumerate() {
             let shape = vec![l.out_dim, l.in_dim];
-            if int8 {
+            if int8 && !self.keep_f32.contains(&i) {
                 let (q, s) = quantize_rows(&l.weight, l.in_dim);
                 buffers.push((
                     format!("layers.{i}.weight"),
@@ -191,6 +194,8 @@ impl ValueModel {
         let (_, mean) = f32_of("input.mean")?;
         let (_, scale) = f32_of("input.scale")?;
         let mut layers = vec![];
+        let mut f32_layers = vec![];
+        let mut any_i8 = false;
         for i in 0..num_layers {
             let wname = format!("layers.{i}.weight");
             let t = st
@@ -201,8 +206,12 @@ impl ValueModel {
                 bail!("tensor `{wname}` has shape {shape:?}, expected [out, in]");
             }
             let weight = match t.dtype() {
-                Dtype::F32 => f32_of(&wname)?.1,
+                Dtype::F32 => {
+                    f32_layers.push(i);
+                    f32_of(&wname)?.1
+                }
                 Dtype::I8 => {
+                    any_i8 = true;
                     let (_, s) = f32_of(&format!("layers.{i}.scale"))?;
                     t.data()
                         .iter()
@@ -235,12 +244,14 @@ impl ValueModel {
                 .contains(&k.as_str())
             })
             .collect();
+        let keep_f32 = if any_i8 { f32_layers } else { vec![] };
         Ok(ValueModel {
             mean,
             scale,
             layers,
             head,
             gamma,
+            keep_f32,
             info,
         })
     }
@@ -327,6 +338,7 @@ mod tests {
             ],
             head: Head::MaxQ,
             gamma: 0.95,
+            keep_f32: vec![],
             info: BTreeMap::from([("labels".to_string(), "latent".to_string())]),
         }
     }
