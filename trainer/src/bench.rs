@@ -233,75 +233,43 @@ fn inference(iters: usize, reps: usize, device: &Device) -> Result<Vec<(String, 
         let d = dims[0];
         let state = random(&mut rng, d);
         let mut scratch = vec![0f32; rt.scratch_len()];
+        let name = dims
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join("-");
+        let per_call = |f: &mut dyn FnMut() -> Result<()>| {
+            Ok::<f64, anyhow::Error>(time_ms(f, 100, iters * 10, reps)? * 1e3)
+        };
         let mut sink = 0f32;
-        let ours = time_ms(
-            || {
-                sink += rt
-                    .value(&state, &mut scratch)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                Ok(())
-            },
-            100,
-            iters * 10,
-            reps,
-        )?;
-        let theirs = time_ms(
-            || {
-                sink += cv.values(&state, 1)?.to_vec1::<f32>()?[0];
-                Ok(())
-            },
-            100,
-            iters * 10,
-            reps,
-        )?;
-        rows.push((
-            format!(
-                "V(s), {}",
-                dims.iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join("-")
-            ),
-            ours * 1e3,
-            theirs * 1e3,
-        ));
+        let ours = per_call(&mut || {
+            sink += rt
+                .value(&state, &mut scratch)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok(())
+        })?;
+        let theirs = per_call(&mut || {
+            sink += cv.values(&state, 1)?.to_vec1::<f32>()?[0];
+            Ok(())
+        })?;
+        rows.push((format!("V(s), {name}"), ours, theirs));
 
         let candidates: Vec<Vec<f32>> = (0..8).map(|_| random(&mut rng, d)).collect();
         let table: Vec<&[f32]> = candidates.iter().map(|c| c.as_slice()).collect();
         let flat: Vec<f32> = candidates.concat();
         let mut report = [laq_runtime::Candidate::default(); 8];
         let mut picks = 0usize;
-        let ours = time_ms(
-            || {
-                picks += rt
-                    .select(&state, &table, &mut scratch, &mut report)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                Ok(())
-            },
-            100,
-            iters * 10,
-            reps,
-        )?;
-        let theirs = time_ms(
-            || {
-                picks += cv.values(&flat, 8)?.argmax(0)?.to_scalar::<u32>()? as usize;
-                Ok(())
-            },
-            100,
-            iters * 10,
-            reps,
-        )?;
-        rows.push((
-            format!(
-                "select 1 of 8, {}",
-                dims.iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join("-")
-            ),
-            ours * 1e3,
-            theirs * 1e3,
-        ));
+        let ours = per_call(&mut || {
+            picks += rt
+                .select(&state, &table, &mut scratch, &mut report)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok(())
+        })?;
+        let theirs = per_call(&mut || {
+            picks += cv.values(&flat, 8)?.argmax(0)?.to_scalar::<u32>()? as usize;
+            Ok(())
+        })?;
+        rows.push((format!("select 1 of 8, {name}"), ours, theirs));
         std::hint::black_box((sink, picks));
     }
     Ok(rows)
