@@ -70,8 +70,50 @@ impl<'h> RawStr<'h> {
 
     /// Whether the string is exactly `expected`.
     pub(crate) fn is(self, expected: &str) -> bool {
-        self.raw == expected.as_bytes()
+        same(self.raw, expected.as_bytes())
     }
+}
+
+/// `a == b` for byte strings, as one small loop shared by every name and key
+/// comparison (slice `==` and byte-string patterns each call `memcmp`, which the
+/// target then has to link).
+#[inline(never)]
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// Whether `bytes` is valid UTF-8, deciding exactly as `core::str::from_utf8` does
+/// (no overlong forms, no surrogates, nothing above U+10FFFF), without its 256-byte
+/// lookup table.
+pub(crate) fn is_utf8(bytes: &[u8]) -> bool {
+    let mut rest = bytes;
+    while let Some((&lead, tail)) = rest.split_first() {
+        rest = tail;
+        if lead < 0x80 {
+            continue;
+        }
+        // Continuation bytes and the smallest code point this length may encode.
+        let (n, min) = match lead {
+            0xC2..=0xDF => (1, 0x80),
+            0xE0..=0xEF => (2, 0x800),
+            0xF0..=0xF4 => (3, 0x1_0000),
+            _ => return false,
+        };
+        let mut cp = u32::from(lead) & (0x3F >> n);
+        for _ in 0..n {
+            match rest.split_first() {
+                Some((&c, tail)) if c & 0xC0 == 0x80 => {
+                    cp = (cp << 6) | u32::from(c & 0x3F);
+                    rest = tail;
+                }
+                _ => return false,
+            }
+        }
+        if cp < min || (0xD800..=0xDFFF).contains(&cp) || cp > 0x10_FFFF {
+            return false;
+        }
+    }
+    true
 }
 
 /// One entry of the header, reported to the walker's callback.
@@ -97,10 +139,13 @@ const PARTS: [&[u8]; 3] = [b".weight", b".scale", b".bias"];
 
 /// Maps a tensor name to its slot, or `None` if the format does not define it.
 fn slot_of(name: &[u8]) -> Option<usize> {
-    if let Some(slot) = NAMES.iter().position(|n| *n == name) {
+    if let Some(slot) = NAMES.iter().position(|n| same(n, name)) {
         return Some(slot);
     }
-    let rest = name.strip_prefix(b"layers.")?;
+    let (prefix, rest) = name.split_at_checked(7)?;
+    if !same(prefix, b"layers.") {
+        return None;
+    }
     let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
     let (index, suffix) = rest.split_at_checked(digits)?;
     // A decimal index without leading zeros.
@@ -109,7 +154,7 @@ fn slot_of(name: &[u8]) -> Option<usize> {
         [b'1', d] => 10 + usize::from(d - b'0'),
         _ => return None,
     };
-    let part = PARTS.iter().position(|p| *p == suffix)?;
+    let part = PARTS.iter().position(|p| same(p, suffix))?;
     (layer < crate::MAX_LAYERS).then_some(SLOT_LAYERS + 3 * layer + part)
 }
 
@@ -258,29 +303,30 @@ impl<'h> Scanner<'h> {
         let mut shape = None;
         let mut offsets = None;
         self.object(&mut |s, key| {
-            let done = match key.bytes() {
-                b"dtype" if dtype.is_none() => {
-                    dtype = Some(match s.string()?.bytes() {
-                        b"F32" => Dtype::F32,
-                        b"I8" => Dtype::I8,
-                        b"I32" => Dtype::I32,
-                        _ => Dtype::Other,
-                    });
-                    true
-                }
-                b"shape" if shape.is_none() => {
-                    let mut dims = [0u32; 2];
-                    let rank = s.uint_array(&mut dims)?;
-                    shape = Some((rank, dims));
-                    true
-                }
-                b"data_offsets" if offsets.is_none() => {
-                    let mut pair = [0u32; 2];
-                    let n = s.uint_array(&mut pair)?;
-                    offsets = Some(pair);
-                    n == 2
-                }
-                _ => false,
+            let done = if key.is("dtype") && dtype.is_none() {
+                let d = s.string()?;
+                dtype = Some(if d.is("F32") {
+                    Dtype::F32
+                } else if d.is("I8") {
+                    Dtype::I8
+                } else if d.is("I32") {
+                    Dtype::I32
+                } else {
+                    Dtype::Other
+                });
+                true
+            } else if key.is("shape") && shape.is_none() {
+                let mut dims = [0u32; 2];
+                let rank = s.uint_array(&mut dims)?;
+                shape = Some((rank, dims));
+                true
+            } else if key.is("data_offsets") && offsets.is_none() {
+                let mut pair = [0u32; 2];
+                let n = s.uint_array(&mut pair)?;
+                offsets = Some(pair);
+                n == 2
+            } else {
+                false
             };
             if done {
                 Ok(())
@@ -359,6 +405,46 @@ mod tests {
         assert_eq!(slot_of(b"layers.1.weights"), None);
         assert_eq!(slot_of(b"input.mean"), Some(SLOT_INPUT_MEAN));
         assert_eq!(SLOTS, 54);
+    }
+
+    #[test]
+    fn utf8_matches_core() {
+        let agree = |b: &[u8]| {
+            assert_eq!(is_utf8(b), core::str::from_utf8(b).is_ok(), "{b:02x?}");
+        };
+        // Every sequence of up to three bytes, then four-byte sequences around the
+        // boundaries of the four-byte forms.
+        agree(b"");
+        for a in 0..=255u8 {
+            agree(&[a]);
+            for b in 0..=255u8 {
+                agree(&[a, b]);
+                if a >= 0xC0 {
+                    for c in 0..=255u8 {
+                        agree(&[a, b, c]);
+                    }
+                }
+            }
+        }
+        for a in 0xEF..=0xF8u8 {
+            for b in 0..=255u8 {
+                for c in [0x00, 0x7F, 0x80, 0xBF, 0xC0] {
+                    for d in [0x41, 0x80, 0xBF, 0xC0] {
+                        agree(&[a, b, c, d]);
+                        agree(&[b'x', a, b, c, d, b'y']);
+                    }
+                }
+            }
+        }
+        agree("laq-value \u{e9}\u{20ac}\u{10348}\u{10ffff}".as_bytes());
+    }
+
+    #[test]
+    fn same_bytes() {
+        assert!(same(b"", b""));
+        assert!(same(b"relu", b"relu"));
+        assert!(!same(b"relu", b"rel"));
+        assert!(!same(b"relu", b"relU"));
     }
 
     #[test]

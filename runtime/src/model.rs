@@ -187,14 +187,18 @@ impl<const N: usize> DerefMut for Scratch<N> {
 pub(crate) struct Layout {
     /// Start of each present tensor in the data section.
     offsets: [u32; SLOTS],
-    /// Bit `slot` set if the tensor is present.
-    present: u64,
+    /// Bit `slot` set if the tensor is present (low and high words of a `u64`, so
+    /// that `Layout` is only 4-aligned: the target then needs one `memclr` routine,
+    /// shared with the scratch buffer's, instead of two).
+    present: [u32; 2],
     rows: [u32; MAX_LAYERS],
     cols: [u32; MAX_LAYERS],
     /// Bit `i` set if layer `i` has I8 weights.
     int8: u16,
     layers: u8,
-    head: Head,
+    /// 1 for [`Head::OneNorm`], 0 for [`Head::MaxQ`]: a plain integer rather than the
+    /// enum, so that `Model` has no niche (see [`Model`]'s `data`).
+    one_norm: u8,
     input_dim: u32,
     /// `max_i(in_i + out_i)`.
     act_len: u32,
@@ -230,7 +234,7 @@ impl<'h> Meta<'h> {
     fn set(&mut self, key: RawStr<'h>, value: RawStr<'h>) -> Result<(), Error> {
         let Some(field) = META_KEYS
             .iter()
-            .position(|k| *k == key.bytes())
+            .position(|k| json::same(k, key.bytes()))
             .and_then(|i| self.values.get_mut(i))
         else {
             return Ok(());
@@ -291,12 +295,12 @@ impl Layout {
     /// [`Layout::check`].
     pub(crate) const EMPTY: Layout = Layout {
         offsets: [0; SLOTS],
-        present: 0,
+        present: [0; 2],
         rows: [0; MAX_LAYERS],
         cols: [0; MAX_LAYERS],
         int8: 0,
         layers: 0,
-        head: Head::MaxQ,
+        one_norm: 0,
         input_dim: 0,
         act_len: 0,
         gamma: 0.0,
@@ -317,7 +321,7 @@ impl Layout {
         let header_len = header_len as usize;
         let header = rest.get(..header_len).ok_or(Error::Truncated)?;
         let data = rest.get(header_len..).ok_or(Error::Truncated)?;
-        if core::str::from_utf8(header).is_err() {
+        if !json::is_utf8(header) {
             return Err(Error::InvalidJson);
         }
         // Offsets are u32: the data section must be shorter than 4 GiB.
@@ -382,7 +386,8 @@ impl Layout {
         }
         let offset = self.offsets.get_mut(slot).ok_or(Error::UnknownTensor)?;
         *offset = info.begin;
-        self.present |= bit(slot);
+        let present = self.present() | bit(slot);
+        self.present = [present as u32, (present >> 32) as u32];
 
         if is_weight {
             if info.rank != 2 {
@@ -418,9 +423,9 @@ impl Layout {
         if !meta.get(ACTIVATION).is_some_and(|a| a.is("relu")) {
             return Err(Error::InvalidMetadata);
         }
-        self.head = match meta.get(HEAD) {
-            Some(h) if h.is("max_q") => Head::MaxQ,
-            Some(h) if h.is("one_norm") => Head::OneNorm,
+        self.one_norm = match meta.get(HEAD) {
+            Some(h) if h.is("max_q") => 0,
+            Some(h) if h.is("one_norm") => 1,
             _ => return Err(Error::InvalidMetadata),
         };
         self.gamma = match meta.get(GAMMA) {
@@ -453,10 +458,10 @@ impl Layout {
                 required |= bit(scale_slot(layer));
             }
         }
-        if self.present & !allowed != 0 {
+        if self.present() & !allowed != 0 {
             return Err(Error::UnknownTensor);
         }
-        if self.present & required != required {
+        if self.present() & required != required {
             return Err(Error::MissingTensor);
         }
 
@@ -475,15 +480,15 @@ impl Layout {
         // The density gate: all of weights, means and variances plus a threshold, or none.
         let gate =
             bit(SLOT_DENSITY_WEIGHTS) | bit(SLOT_DENSITY_MEANS) | bit(SLOT_DENSITY_VARIANCES);
-        let any_gate = self.present & (gate | bit(SLOT_DENSITY_DIMS)) != 0;
+        let any_gate = self.present() & (gate | bit(SLOT_DENSITY_DIMS)) != 0;
         if any_gate || has_threshold {
-            if self.present & gate != gate {
+            if self.present() & gate != gate {
                 return Err(Error::MissingTensor);
             }
             if !has_threshold {
                 return Err(Error::InvalidMetadata);
             }
-            if self.present & bit(SLOT_DENSITY_DIMS) == 0 && self.gate_dims != self.input_dim {
+            if self.present() & bit(SLOT_DENSITY_DIMS) == 0 && self.gate_dims != self.input_dim {
                 return Err(Error::InvalidShape);
             }
         } else {
@@ -525,7 +530,7 @@ impl Layout {
 
     /// Length in bytes of the tensor in `slot` (0 if absent).
     fn slot_len(&self, slot: usize) -> usize {
-        if self.present & bit(slot) == 0 {
+        if self.present() & bit(slot) == 0 {
             return 0;
         }
         let d = self.input_dim as usize;
@@ -621,6 +626,11 @@ impl Layout {
         Ok(())
     }
 
+    fn present(&self) -> u64 {
+        let [lo, hi] = self.present;
+        u64::from(lo) | (u64::from(hi) << 32)
+    }
+
     fn is_weight_slot(&self, slot: usize) -> bool {
         slot >= SLOT_LAYERS && (slot - SLOT_LAYERS) % 3 == 0
     }
@@ -666,7 +676,10 @@ fn check_gamma(gamma: f32) -> Result<f32, Error> {
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Model<'a> {
-    data: &'a [u8],
+    /// The data section (always `Some` once loaded). An `Option` so that `Model` has
+    /// no niche and `Result<Model, _>` keeps a separate tag, which compiles to less
+    /// code on the target (docs/runtime.md, flash footprint).
+    data: Option<&'a [u8]>,
     layout: Layout,
 }
 
@@ -694,17 +707,17 @@ impl<'a> Model<'a> {
     /// ```
     pub fn new_checked(bytes: &'a [u8]) -> Result<Self, Error> {
         let mut model = Model {
-            data: &[],
+            data: None,
             layout: Layout::EMPTY,
         };
         model.layout.check(bytes)?;
-        model.data = bytes.get(model.layout.data_start as usize..).unwrap_or(&[]);
+        model.data = bytes.get(model.layout.data_start as usize..);
         Ok(model)
     }
 
     #[cfg(feature = "alloc")]
     pub(crate) fn from_layout(bytes: &'a [u8], layout: Layout) -> Self {
-        let data = bytes.get(layout.data_start as usize..).unwrap_or(&[]);
+        let data = bytes.get(layout.data_start as usize..);
         Model { data, layout }
     }
 
@@ -775,7 +788,11 @@ impl<'a> Model<'a> {
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn head(&self) -> Head {
-        self.layout.head
+        if self.layout.one_norm != 0 {
+            Head::OneNorm
+        } else {
+            Head::MaxQ
+        }
     }
 
     /// The discount used for shaping and controller selection: the file's `gamma`
@@ -881,7 +898,9 @@ impl<'a> Model<'a> {
     }
 
     fn bytes(&self, slot: usize) -> &'a [u8] {
-        self.data.get(self.layout.range(slot)).unwrap_or(&[])
+        self.data
+            .and_then(|d| d.get(self.layout.range(slot)))
+            .unwrap_or(&[])
     }
 
     fn f32s(&self, slot: usize) -> F32s<'a> {
@@ -970,7 +989,7 @@ impl<'a> Model<'a> {
     /// ```
     pub fn evaluate<'s>(&self, state: &[f32], scratch: &'s mut [f32]) -> Result<Output<'s>, Error> {
         let y = self.forward(state, scratch)?;
-        let (value, best) = match self.layout.head {
+        let (value, best) = match self.head() {
             Head::MaxQ => {
                 let mut best = 0usize;
                 let mut max = f32::NEG_INFINITY;
