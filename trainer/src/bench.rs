@@ -108,7 +108,22 @@ fn dqn_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
     };
     let mut opt = Adam::new(&vm, 1e-4, 0.0)?;
     let ours = time_ms(
-        || qlearn::dqn_step(&net, &target, &mut opt, &batch, 0.99, (0.0, 1.0), device).map(|_| ()),
+        || {
+            qlearn::dqn_step(
+                &net,
+                &target,
+                &mut opt,
+                &batch,
+                0.99,
+                (0.0, 1.0),
+                &qlearn::Losses {
+                    imitation: None,
+                    cql_alpha: 0.0,
+                },
+                device,
+            )
+            .map(|_| ())
+        },
         20,
         iters,
         reps,

@@ -83,6 +83,21 @@ enum Quantize {
 
 #[derive(Subcommand)]
 enum GenEnv {
+    /// A Maze2D-like point mass wandering between random goal cells (D4RL style).
+    Maze2d {
+        /// `umaze` or `medium`.
+        #[arg(long, default_value = "umaze")]
+        layout: String,
+        #[arg(long, default_value_t = 100000)]
+        steps: usize,
+        /// Steps per episode (each ends in a timeout).
+        #[arg(long, default_value_t = 1000)]
+        episode_len: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// The paper's 6x6 grid world with its sub-optimal behaviour policy.
     Gridworld {
         #[arg(long, default_value_t = 20000)]
@@ -175,6 +190,29 @@ fn run(cmd: Cmd) -> Result<()> {
             data.save(&out)?;
             eprintln!(
                 "wrote {} transitions from {episodes} episodes to {}",
+                data.len(),
+                out.display()
+            );
+        }
+        Cmd::Gen {
+            env:
+                GenEnv::Maze2d {
+                    layout,
+                    steps,
+                    episode_len,
+                    seed,
+                    out,
+                },
+        } => {
+            if episode_len == 0 || steps == 0 {
+                anyhow::bail!("--steps and --episode-len must be positive");
+            }
+            let maze = laq::envs::maze2d::Maze::named(&layout)?;
+            let data = maze.generate(steps, episode_len, seed);
+            data.save(&out)?;
+            let rewarded = data.rewards.iter().filter(|&&r| r > 0.0).count();
+            eprintln!(
+                "wrote {} transitions ({rewarded} rewarded) of the {layout} maze to {}",
                 data.len(),
                 out.display()
             );

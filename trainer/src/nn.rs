@@ -111,17 +111,18 @@ pub fn sorted_vars(varmap: &VarMap) -> Result<Vec<(String, Var)>> {
     Ok(v)
 }
 
-/// Copies every variable of `src` into the same-named variable of `dst`.
+/// Copies into every variable of `dst` the same-named variable of `src` (which may hold
+/// more, e.g. BCQ's imitation network beside the Q-network).
 pub fn copy_vars(src: &VarMap, dst: &VarMap) -> Result<()> {
-    let d = dst
+    let s = src
         .data()
         .lock()
         .map_err(|_| anyhow::anyhow!("variable map poisoned"))?;
-    for (name, var) in sorted_vars(src)? {
-        let target = d
+    for (name, var) in sorted_vars(dst)? {
+        let from = s
             .get(&name)
-            .with_context(|| format!("no variable `{name}` to copy into"))?;
-        target.set(var.as_tensor())?;
+            .with_context(|| format!("no variable `{name}` to copy from"))?;
+        var.set(from.as_tensor())?;
     }
     Ok(())
 }

@@ -105,24 +105,51 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
                 timings,
             }
         }
-        _ => {
+        variant => {
+            let name = match variant {
+                QKind::Bcq => "bcq",
+                QKind::Cql => "cql",
+                _ => "dqn",
+            };
             let net = qlearn::dqn(
                 data,
                 &labelled.labels,
                 labelled.num_actions,
                 &cfg.dqn,
+                variant,
+                None,
                 cfg.seed,
                 device,
             )?;
-            timings.push(("Q-learning (DQN)".into(), t.elapsed().as_secs_f64()));
-            info.insert("q".to_string(), "dqn".to_string());
-            let model = ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?;
+            timings.push((format!("Q-learning ({name})"), t.elapsed().as_secs_f64()));
+            info.insert("q".to_string(), name.to_string());
+            let (model, err) = if net.imitation.is_some() {
+                // BCQ's V is a max over the actions its imitation network allows, which
+                // the format's max-Q head cannot express: export V itself (one output),
+                // fitted on the data's states.
+                let t = Instant::now();
+                let d = data.obs_dim();
+                let step = (data.len() / 20000).max(1);
+                let states: Vec<f32> = (0..data.len())
+                    .step_by(step)
+                    .flat_map(|i| data.obs(i).to_vec())
+                    .collect();
+                let v = net.values(&states, device)?;
+                let (fitted, err) = qlearn::fit(&states, d, &v, 1, &cfg.distill, cfg.seed, device)?;
+                timings.push(("export (fit MLP to V)".into(), t.elapsed().as_secs_f64()));
+                (
+                    ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?,
+                    Some(err),
+                )
+            } else {
+                (ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?, None)
+            };
             Trained {
                 labelled,
-                q_used,
+                q_used: variant,
                 table: None,
                 model,
-                distill_max_abs_error: None,
+                distill_max_abs_error: err,
                 q_loss: net.loss_curve,
                 timings,
             }
@@ -140,7 +167,12 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
     }
     let mut m = json!({
         "labels": cfg.labels.key(),
-        "q": if tr.q_used == QKind::Tabular { "tabular" } else { "dqn" },
+        "q": match tr.q_used {
+            QKind::Tabular => "tabular",
+            QKind::Bcq => "bcq",
+            QKind::Cql => "cql",
+            _ => "dqn",
+        },
         "transitions": data.len(),
         "obs_shape": data.obs_shape,
         "num_actions": tr.labelled.num_actions,
@@ -222,7 +254,9 @@ fn summary(data: &Dataset, cfg: &TrainConfig, tr: &Trained, m: &Value, source: &
         );
     }
     if let Some(e) = tr.distill_max_abs_error {
-        s += &format!("  export error       {e:.2e} (largest |Q_mlp - Q_table|)\n");
+        s += &format!(
+            "  export error       {e:.2e} (largest |fitted - learned| on the fitted states)\n"
+        );
     }
     s += &format!(
         "  model              value.safetensors: {} -> {} ({} layers, head {})\n",

@@ -1,3 +1,4 @@
 //! Built-in environments that generate datasets and know their own ground truth.
 
 pub mod gridworld;
+pub mod maze2d;
