@@ -352,10 +352,27 @@ impl<'h> Scanner<'h> {
 /// Unknown tensor names fail with [`Error::UnknownTensor`]; a repeated tensor name or a
 /// second `__metadata__` with [`Error::DuplicateTensor`]. (`f` is a trait object so the
 /// scanner exists once in the binary, however many passes use it.)
-pub(crate) fn walk<'h>(
+pub(crate) fn walk<'h, F: FnMut(Entry<'h>) -> Result<(), Error>>(
     header: &'h [u8],
-    f: &mut dyn FnMut(Entry<'h>) -> Result<(), Error>,
+    mut f: F,
 ) -> Result<(), Error> {
+    walk_dyn(header, &mut f)
+}
+
+/// Receives the entries from [`walk`]. A one-method trait rather than `dyn FnMut`,
+/// whose vtable would also hold a `call_once` shim: a second copy of the closure on
+/// the target.
+trait Visit<'h> {
+    fn visit(&mut self, entry: Entry<'h>) -> Result<(), Error>;
+}
+
+impl<'h, F: FnMut(Entry<'h>) -> Result<(), Error>> Visit<'h> for F {
+    fn visit(&mut self, entry: Entry<'h>) -> Result<(), Error> {
+        self(entry)
+    }
+}
+
+fn walk_dyn<'h>(header: &'h [u8], f: &mut dyn Visit<'h>) -> Result<(), Error> {
     let mut s = Scanner {
         bytes: header,
         pos: 0,
@@ -370,7 +387,7 @@ pub(crate) fn walk<'h>(
             seen_metadata = true;
             s.object(&mut |s, key| {
                 let value = s.string()?;
-                f(Entry::Meta(key, value))
+                f.visit(Entry::Meta(key, value))
             })
         } else {
             let slot = slot_of(key.bytes()).ok_or(Error::UnknownTensor)?;
@@ -380,7 +397,7 @@ pub(crate) fn walk<'h>(
             }
             seen |= bit;
             let info = s.tensor_info()?;
-            f(Entry::Tensor(slot, info))
+            f.visit(Entry::Tensor(slot, info))
         }
     })?;
     s.skip_ws();

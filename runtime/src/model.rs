@@ -191,15 +191,15 @@ pub(crate) struct Layout {
     /// that `Layout` is only 4-aligned: the target then needs one `memclr` routine,
     /// shared with the scratch buffer's, instead of two).
     present: [u32; 2],
-    rows: [u32; MAX_LAYERS],
-    cols: [u32; MAX_LAYERS],
+    /// `input_dim`, then the output width of each layer: layer `i` maps
+    /// `widths[i]` inputs to `widths[i + 1]` outputs.
+    widths: [u32; MAX_LAYERS + 1],
     /// Bit `i` set if layer `i` has I8 weights.
     int8: u16,
     layers: u8,
     /// 1 for [`Head::OneNorm`], 0 for [`Head::MaxQ`]: a plain integer rather than the
     /// enum, so that `Model` has no niche (see [`Model`]'s `data`).
     one_norm: u8,
-    input_dim: u32,
     /// `max_i(in_i + out_i)`.
     act_len: u32,
     gamma: f32,
@@ -296,12 +296,10 @@ impl Layout {
     pub(crate) const EMPTY: Layout = Layout {
         offsets: [0; SLOTS],
         present: [0; 2],
-        rows: [0; MAX_LAYERS],
-        cols: [0; MAX_LAYERS],
+        widths: [0; MAX_LAYERS + 1],
         int8: 0,
         layers: 0,
         one_norm: 0,
-        input_dim: 0,
         act_len: 0,
         gamma: 0.0,
         threshold: 0.0,
@@ -394,10 +392,8 @@ impl Layout {
                 return Err(Error::InvalidShape);
             }
             let layer = (slot - SLOT_LAYERS) / 3;
-            let (rows, cols) = (self.rows.get_mut(layer), self.cols.get_mut(layer));
-            if let (Some(r), Some(c)) = (rows, cols) {
+            if let Some(r) = self.widths.get_mut(layer + 1) {
                 *r = d0;
-                *c = d1;
             }
             if info.dtype == Dtype::I8 {
                 self.int8 |= 1 << layer;
@@ -418,7 +414,8 @@ impl Layout {
         {
             return Err(Error::UnsupportedFormat);
         }
-        self.input_dim = meta_usize(meta.get(INPUT_DIM), 1..=MAX_INPUT_DIM)? as u32;
+        let [input_dim, ..] = &mut self.widths;
+        *input_dim = meta_usize(meta.get(INPUT_DIM), 1..=MAX_INPUT_DIM)? as u32;
         self.layers = meta_usize(meta.get(NUM_LAYERS), 1..=MAX_LAYERS)? as u8;
         if !meta.get(ACTIVATION).is_some_and(|a| a.is("relu")) {
             return Err(Error::InvalidMetadata);
@@ -465,15 +462,13 @@ impl Layout {
             return Err(Error::MissingTensor);
         }
 
-        // The layer chain: in_0 = D, in_{i+1} = out_i.
-        let mut expected_in = self.input_dim;
+        // Activations along the layer chain in_0 = D, in_{i+1} = out_i (the weights'
+        // input widths are checked against the chain in pass 2, by `check_shape`).
         let mut act_len = 0u32;
-        for (&rows, &cols) in self.rows.iter().zip(&self.cols).take(layers) {
-            if cols != expected_in {
-                return Err(Error::InvalidShape);
+        for pair in self.widths.windows(2).take(layers) {
+            if let &[cols, rows] = pair {
+                act_len = act_len.max(rows.checked_add(cols).ok_or(Error::InvalidShape)?);
             }
-            act_len = act_len.max(rows.checked_add(cols).ok_or(Error::InvalidShape)?);
-            expected_in = rows;
         }
         self.act_len = act_len;
 
@@ -488,7 +483,7 @@ impl Layout {
             if !has_threshold {
                 return Err(Error::InvalidMetadata);
             }
-            if self.present() & bit(SLOT_DENSITY_DIMS) == 0 && self.gate_dims != self.input_dim {
+            if self.present() & bit(SLOT_DENSITY_DIMS) == 0 && self.gate_dims != self.input_dim() {
                 return Err(Error::InvalidShape);
             }
         } else {
@@ -499,7 +494,7 @@ impl Layout {
     }
 
     fn check_shape(&self, slot: usize, info: &TensorInfo) -> Result<(), Error> {
-        let d = self.input_dim;
+        let d = self.input_dim();
         let m = self.mixtures;
         let g = self.gate_dims;
         let expected: (usize, [u32; 2]) = match slot {
@@ -509,10 +504,10 @@ impl Layout {
             SLOT_DENSITY_DIMS => (1, [g, 0]),
             _ => {
                 let layer = (slot - SLOT_LAYERS) / 3;
-                let rows = self.rows.get(layer).copied().unwrap_or(0);
+                let (cols, rows) = self.shape(layer);
                 match (slot - SLOT_LAYERS) % 3 {
-                    // Weights were checked by the layer chain.
-                    0 => return Ok(()),
+                    // The layer chain: in_0 = D, in_{i+1} = out_i.
+                    0 => (2, [rows, cols]),
                     _ => (1, [rows, 0]),
                 }
             }
@@ -533,29 +528,28 @@ impl Layout {
         if self.present() & bit(slot) == 0 {
             return 0;
         }
-        let d = self.input_dim as usize;
+        let d = self.input_dim() as usize;
         let m = self.mixtures as usize;
         let g = self.gate_dims as usize;
-        let numel = match slot {
-            SLOT_INPUT_MEAN | SLOT_INPUT_SCALE => d,
-            SLOT_DENSITY_WEIGHTS => m,
-            SLOT_DENSITY_MEANS | SLOT_DENSITY_VARIANCES => m.saturating_mul(g),
-            SLOT_DENSITY_DIMS => g,
+        let (numel, size) = match slot {
+            SLOT_INPUT_MEAN | SLOT_INPUT_SCALE => (d, 4),
+            SLOT_DENSITY_WEIGHTS => (m, 4),
+            SLOT_DENSITY_MEANS | SLOT_DENSITY_VARIANCES => (m.saturating_mul(g), 4),
+            SLOT_DENSITY_DIMS => (g, 4),
             _ => {
                 let layer = (slot - SLOT_LAYERS) / 3;
-                let rows = self.rows.get(layer).copied().unwrap_or(0) as usize;
-                let cols = self.cols.get(layer).copied().unwrap_or(0) as usize;
+                let (cols, rows) = self.shape(layer);
+                let (cols, rows) = (cols as usize, rows as usize);
                 if (slot - SLOT_LAYERS) % 3 != 0 {
-                    rows
-                } else if self.int8 & (1 << layer) != 0 {
-                    // I8: one byte per element.
-                    return rows.saturating_mul(cols);
+                    (rows, 4)
                 } else {
-                    rows.saturating_mul(cols)
+                    let numel = rows.saturating_mul(cols);
+                    // I8: one byte per element.
+                    (numel, if self.int8 & (1 << layer) != 0 { 1 } else { 4 })
                 }
             }
         };
-        numel.saturating_mul(4)
+        numel.saturating_mul(size)
     }
 
     fn range(&self, slot: usize) -> core::ops::Range<usize> {
@@ -618,12 +612,25 @@ impl Layout {
         for c in dims.chunks_exact(4) {
             if let &[a, b, c, d] = c {
                 let dim = i32::from_le_bytes([a, b, c, d]);
-                if dim < 0 || dim as u32 >= self.input_dim {
+                if dim < 0 || dim as u32 >= self.input_dim() {
                     return Err(Error::InvalidDensity);
                 }
             }
         }
         Ok(())
+    }
+
+    fn input_dim(&self) -> u32 {
+        let [d, ..] = self.widths;
+        d
+    }
+
+    /// `(inputs, outputs)` of `layer` (zeros past [`MAX_LAYERS`]).
+    fn shape(&self, layer: usize) -> (u32, u32) {
+        match self.widths.get(layer..) {
+            Some(&[cols, rows, ..]) => (cols, rows),
+            _ => (0, 0),
+        }
     }
 
     fn present(&self) -> u64 {
@@ -715,6 +722,47 @@ impl<'a> Model<'a> {
         Ok(model)
     }
 
+    /// [`Model::new_checked`], building the model in `slot` instead of returning it.
+    ///
+    /// The same checks and the same model; on success `slot` holds it and a reference
+    /// is returned, on failure `slot` is `None`. A `Model` is a few hundred bytes, and
+    /// moving it out of a `Result` makes the compiler copy it with its `memcpy`
+    /// routine; this constructor never moves it, which keeps that routine (about
+    /// 750 bytes on a Cortex-M4) out of firmware that has no other use for it.
+    ///
+    /// ```
+    /// # let bytes: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
+    /// use laq_runtime::{Error, Model, Scratch};
+    ///
+    /// let mut slot = None;
+    /// let model = Model::new_checked_in_place(&mut slot, bytes)?;
+    /// let v = model.value(&[1.0, 2.0], &mut Scratch::<16>::new())?;
+    /// assert!(v.is_finite());
+    ///
+    /// let bad = Model::new_checked_in_place(&mut slot, &bytes[..bytes.len() - 1]);
+    /// assert_eq!(bad.err(), Some(Error::InvalidOffsets));
+    /// assert!(slot.is_none());
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn new_checked_in_place<'m>(
+        slot: &'m mut Option<Self>,
+        bytes: &'a [u8],
+    ) -> Result<&'m mut Self, Error> {
+        let model = slot.insert(Model {
+            data: None,
+            layout: Layout::EMPTY,
+        });
+        if let Err(e) = model.layout.check(bytes) {
+            *slot = None;
+            return Err(e);
+        }
+        // Always `Some` (just inserted); re-borrowed so that the error path above may
+        // clear `slot`.
+        let model = slot.as_mut().ok_or(Error::InvalidArgument)?;
+        model.data = bytes.get(model.layout.data_start as usize..);
+        Ok(model)
+    }
+
     #[cfg(feature = "alloc")]
     pub(crate) fn from_layout(bytes: &'a [u8], layout: Layout) -> Self {
         let data = bytes.get(layout.data_start as usize..);
@@ -730,7 +778,7 @@ impl<'a> Model<'a> {
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn input_dim(&self) -> usize {
-        self.layout.input_dim as usize
+        self.layout.input_dim() as usize
     }
 
     /// The number of outputs of the last layer `K` (latent actions for
@@ -744,7 +792,7 @@ impl<'a> Model<'a> {
     /// ```
     pub fn output_dim(&self) -> usize {
         let last = usize::from(self.layout.layers).saturating_sub(1);
-        self.layout.rows.get(last).copied().unwrap_or(0) as usize
+        self.layout.shape(last).1 as usize
     }
 
     /// The number of linear layers `L`.
@@ -773,8 +821,8 @@ impl<'a> Model<'a> {
             return None;
         }
         Some(LayerInfo {
-            inputs: *self.layout.cols.get(i)? as usize,
-            outputs: *self.layout.rows.get(i)? as usize,
+            inputs: self.layout.shape(i).0 as usize,
+            outputs: self.layout.shape(i).1 as usize,
             int8: self.layout.int8 & (1 << i) != 0,
         })
     }
@@ -850,7 +898,7 @@ impl<'a> Model<'a> {
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn scratch_len(&self) -> usize {
-        (self.layout.input_dim as usize).saturating_add(self.layout.act_len as usize)
+        (self.layout.input_dim() as usize).saturating_add(self.layout.act_len as usize)
     }
 
     /// Whether every f32 weight matrix is 4-aligned, i.e. read through the `&[f32]`
@@ -932,9 +980,11 @@ impl<'a> Model<'a> {
         let layers = self.num_layers();
         let mut front = true;
         let mut out = 0..0;
-        for i in 0..layers {
-            let rows = self.layout.rows.get(i).copied().unwrap_or(0) as usize;
-            let cols = self.layout.cols.get(i).copied().unwrap_or(0) as usize;
+        for (i, pair) in self.layout.widths.windows(2).enumerate().take(layers) {
+            let (cols, rows) = match pair {
+                &[cols, rows] => (cols as usize, rows as usize),
+                _ => (0, 0),
+            };
             let weights = if self.layout.int8 & (1 << i) != 0 {
                 Weights::I8 {
                     q: self.bytes(weight_slot(i)),

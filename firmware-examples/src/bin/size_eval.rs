@@ -1,5 +1,6 @@
 //! Flash footprint of the runtime's core: load (validate) the grid model and evaluate
-//! V, without printing. Compare with `size_base` for the code size (docs/runtime.md).
+//! V, without printing; the model is built in place (`Model::new_checked_in_place`).
+//! Compare with `size_base` for the code size (docs/runtime.md).
 //! Exits with success if V matches the host's value.
 #![no_std]
 #![no_main]
@@ -18,7 +19,8 @@ static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
 
 #[inline(never)]
 fn work(bytes: &[u8], state: [f32; 2]) -> Option<f32> {
-    let model = Model::new_checked(bytes).ok()?;
+    let mut slot = None;
+    let model = Model::new_checked_in_place(&mut slot, bytes).ok()?;
     let mut scratch = Scratch::<GRID_SCRATCH>::new();
     model.value(&state, &mut scratch).ok()
 }

@@ -20,7 +20,8 @@ static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
 
 #[inline(never)]
 fn work(bytes: &[u8], state: [f32; 2]) -> Option<usize> {
-    let model = Model::new_checked(bytes).ok()?;
+    let mut slot = None;
+    let model = Model::new_checked_in_place(&mut slot, bytes).ok()?;
     let mut scratch = Scratch::<GRID_SCRATCH>::new();
     let gated = model.gated_value(&state, &mut scratch).ok()?;
     // A table of predicted next states (no controller code of our own in the binary).
