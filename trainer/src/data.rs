@@ -222,6 +222,41 @@ impl Dataset {
         &self.next_observations[i * d..(i + 1) * d]
     }
 
+    /// The transitions at `idx`, in that order.
+    pub fn select(&self, idx: &[usize]) -> Dataset {
+        let rows = |v: &[f32]| {
+            idx.iter()
+                .flat_map(|&i| row_of(v, self.obs_dim(), i))
+                .copied()
+                .collect()
+        };
+        Dataset {
+            obs_shape: self.obs_shape.clone(),
+            observations: rows(&self.observations),
+            next_observations: rows(&self.next_observations),
+            rewards: idx.iter().map(|&i| self.rewards[i]).collect(),
+            terminals: idx.iter().map(|&i| self.terminals[i]).collect(),
+            timeouts: self
+                .timeouts
+                .as_ref()
+                .map(|t| idx.iter().map(|&i| t[i]).collect()),
+            actions: match &self.actions {
+                Some(Actions::Discrete(a)) => {
+                    Some(Actions::Discrete(idx.iter().map(|&i| a[i]).collect()))
+                }
+                Some(Actions::Continuous { dim, values }) => Some(Actions::Continuous {
+                    dim: *dim,
+                    values: idx
+                        .iter()
+                        .flat_map(|&i| row_of(values, *dim, i))
+                        .copied()
+                        .collect(),
+                }),
+                None => None,
+            },
+        }
+    }
+
     /// Discrete ground-truth actions, or a clear error naming what is missing.
     pub fn discrete_actions(&self, why: &str) -> Result<&[i64]> {
         match &self.actions {
@@ -688,6 +723,10 @@ fn npz_bytes(arrays: &BTreeMap<String, RawArray>) -> Result<Vec<u8>> {
     Ok(cursor.into_inner())
 }
 
+fn row_of(v: &[f32], d: usize, i: usize) -> &[f32] {
+    &v[i * d..(i + 1) * d]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -768,6 +807,15 @@ mod tests {
         std::fs::write(&p, b"garbage!garbage!").unwrap();
         assert!(Dataset::load(&p).is_err());
         assert!(Dataset::load(&dir.path().join("d.csv")).is_err());
+    }
+
+    #[test]
+    fn select_keeps_rows_together() {
+        let d = tiny().select(&[1]);
+        assert_eq!(d.observations, vec![1., 1.]);
+        assert_eq!(d.next_observations, vec![2., 2.]);
+        assert_eq!((d.rewards[0], d.terminals[0]), (1.0, true));
+        assert_eq!(d.actions, Some(Actions::Discrete(vec![7])));
     }
 
     #[test]

@@ -157,6 +157,9 @@ struct TrainArgs {
     /// DQN training steps (default: 20000).
     #[arg(long)]
     dqn_steps: Option<usize>,
+    /// Q-learn only on transitions of the N most used labels (the paper's top 8).
+    #[arg(long)]
+    top_actions: Option<usize>,
     /// Discount (default: 0.95 tabular, 0.99 DQN).
     #[arg(long)]
     gamma: Option<f64>,
@@ -229,6 +232,7 @@ fn run(cmd: Cmd) -> Result<()> {
             if let Some(s) = a.mining_steps {
                 cfg.mining.steps = s;
             }
+            cfg.top_actions = a.top_actions;
             if let Some(r) = a.mining_restarts {
                 cfg.mining.restarts = r;
             }

@@ -23,6 +23,10 @@ pub struct TrainConfig {
     pub tabular: TabularConfig,
     pub dqn: DqnConfig,
     pub distill: DistillConfig,
+    /// Keep only transitions labelled with the N most used labels for Q-learning (the
+    /// paper's "top 8 dominant actions"); `None` keeps all.
+    #[serde(default)]
+    pub top_actions: Option<usize>,
 }
 
 impl Default for TrainConfig {
@@ -35,6 +39,7 @@ impl Default for TrainConfig {
             tabular: TabularConfig::default(),
             dqn: DqnConfig::default(),
             distill: DistillConfig::default(),
+            top_actions: None,
         }
     }
 }
@@ -48,6 +53,8 @@ pub struct Trained {
     pub model: ValueModel,
     pub distill_max_abs_error: Option<f64>,
     pub q_loss: Vec<f32>,
+    /// Transitions Q-learning used (fewer than the data with `top_actions`).
+    pub q_transitions: usize,
     /// Seconds spent in each stage, in order.
     pub timings: Vec<(String, f64)>,
 }
@@ -61,6 +68,22 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
         format!("labels ({})", cfg.labels.key()),
         t.elapsed().as_secs_f64(),
     ));
+    // Q-learning may see a subset: the transitions of the most used labels, relabelled.
+    let kept = match cfg.top_actions {
+        Some(0) => anyhow::bail!("--top-actions must be at least 1"),
+        Some(n) if n < labelled.num_actions => {
+            Some(top_labels(&labelled.labels, labelled.num_actions, n))
+        }
+        _ => None,
+    };
+    let subset = kept.as_ref().map(|(idx, _)| data.select(idx));
+    let (qdata, qlabels, qk) = match (&subset, &kept) {
+        (Some(d), Some((_, l))) => (d, l.clone(), cfg.top_actions.unwrap_or(0)),
+        _ => (data, labelled.labels.clone(), labelled.num_actions),
+    };
+    if qdata.is_empty() {
+        anyhow::bail!("no transitions left for Q-learning");
+    }
     let q_used = match cfg.q {
         QKind::Auto if qlearn::is_tabular(data) => QKind::Tabular,
         QKind::Auto => QKind::Dqn,
@@ -79,13 +102,7 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
             if !data.observations.iter().all(|v| v.fract() == 0.0) {
                 anyhow::bail!("`--q tabular` needs integer-valued observations; use `--q dqn`");
             }
-            let table = qlearn::tabular(
-                data,
-                &labelled.labels,
-                labelled.num_actions,
-                &cfg.tabular,
-                cfg.seed,
-            )?;
+            let table = qlearn::tabular(qdata, &qlabels, qk, &cfg.tabular, cfg.seed)?;
             timings.push(("Q-learning (tabular)".into(), t.elapsed().as_secs_f64()));
             let t = Instant::now();
             let (net, err) = qlearn::distill(&table, &cfg.distill, cfg.seed, device)?;
@@ -102,6 +119,7 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
                 model,
                 distill_max_abs_error: Some(err),
                 q_loss: net.loss_curve,
+                q_transitions: qdata.len(),
                 timings,
             }
         }
@@ -112,14 +130,7 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
                 _ => "dqn",
             };
             let net = qlearn::dqn(
-                data,
-                &labelled.labels,
-                labelled.num_actions,
-                &cfg.dqn,
-                variant,
-                None,
-                cfg.seed,
-                device,
+                qdata, &qlabels, qk, &cfg.dqn, variant, None, cfg.seed, device,
             )?;
             timings.push((format!("Q-learning ({name})"), t.elapsed().as_secs_f64()));
             info.insert("q".to_string(), name.to_string());
@@ -128,11 +139,11 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
                 // the format's max-Q head cannot express: export V itself (one output),
                 // fitted on the data's states.
                 let t = Instant::now();
-                let d = data.obs_dim();
-                let step = (data.len() / 20000).max(1);
-                let states: Vec<f32> = (0..data.len())
+                let d = qdata.obs_dim();
+                let step = (qdata.len() / 20000).max(1);
+                let states: Vec<f32> = (0..qdata.len())
                     .step_by(step)
-                    .flat_map(|i| data.obs(i).to_vec())
+                    .flat_map(|i| qdata.obs(i).to_vec())
                     .collect();
                 let v = net.values(&states, device)?;
                 let (fitted, err) = qlearn::fit(&states, d, &v, 1, &cfg.distill, cfg.seed, device)?;
@@ -151,11 +162,33 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
                 model,
                 distill_max_abs_error: err,
                 q_loss: net.loss_curve,
+                q_transitions: qdata.len(),
                 timings,
             }
         }
     };
     Ok(out)
+}
+
+/// Indices of the transitions whose label is among the `n` most used (ties: lower label
+/// first), and their labels renumbered 0..n by decreasing use.
+pub fn top_labels(labels: &[u32], k: usize, n: usize) -> (Vec<usize>, Vec<u32>) {
+    let mut usage = vec![0usize; k];
+    for &l in labels {
+        usage[l as usize] += 1;
+    }
+    let mut order: Vec<usize> = (0..k).collect();
+    order.sort_by(|&a, &b| usage[b].cmp(&usage[a]).then(a.cmp(&b)));
+    let mut new = vec![u32::MAX; k];
+    for (rank, &l) in order.iter().take(n).enumerate() {
+        new[l] = rank as u32;
+    }
+    labels
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| new[l as usize] != u32::MAX)
+        .map(|(i, &l)| (i, new[l as usize]))
+        .unzip()
 }
 
 /// Metrics that need no reference: label usage and, when the data carries discrete
@@ -176,6 +209,8 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
         "transitions": data.len(),
         "obs_shape": data.obs_shape,
         "num_actions": tr.labelled.num_actions,
+        "q_transitions": tr.q_transitions,
+        "top_actions": cfg.top_actions,
         "label_usage": usage,
         "mining_loss": tr.labelled.mining_loss,
         "q_loss": tr.q_loss,
@@ -269,4 +304,17 @@ fn summary(data: &Dataset, cfg: &TrainConfig, tr: &Trained, m: &Value, source: &
         s += &format!("  time {k:<28} {v:.2} s\n");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_labels_keep_the_most_used() {
+        let labels = [2, 0, 2, 1, 2, 0, 3];
+        let (idx, new) = top_labels(&labels, 4, 2);
+        assert_eq!(idx, vec![0, 1, 2, 4, 5]);
+        assert_eq!(new, vec![0, 1, 0, 0, 1]);
+    }
 }
