@@ -25,6 +25,7 @@ pub mod progress;
 pub mod qlearn;
 pub mod quantize;
 pub mod reproduce;
+pub mod td3bc;
 pub mod train;
 
 /// Uses one worker thread for candle and rayon unless the caller chose otherwise: for the

@@ -115,6 +115,25 @@ enum GenEnv {
 
 #[derive(Subcommand)]
 enum Study {
+    /// The Maze2D value study: label sources x DQN/BCQ x seeds, Spearman against V from
+    /// ground-truth actions (TD3+BC) and against the shortest-path oracle.
+    Maze2d {
+        #[arg(long, default_value = "out/maze2d")]
+        out: PathBuf,
+        #[arg(long, default_value = "umaze")]
+        layout: String,
+        /// Transitions of data.
+        #[arg(long, default_value_t = 200_000)]
+        steps: usize,
+        #[arg(long, default_value_t = 3)]
+        seeds: u64,
+        /// Q-learning steps per run.
+        #[arg(long, default_value_t = 20000)]
+        q_steps: usize,
+        /// Steps of the ground-truth-action reference.
+        #[arg(long, default_value_t = 20000)]
+        reference_steps: usize,
+    },
     /// The grid-world study: every label source, Table 1 / S1 and Figure 1, sticky actions.
     Gridworld {
         #[arg(long, default_value = "out/gridworld")]
@@ -314,6 +333,31 @@ fn run(cmd: Cmd) -> Result<()> {
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
             let (_, report) = laq::reproduce::gridworld(&out, &study, &device)?;
+            print!("{report}");
+            println!("metrics: {}", out.join("metrics.json").display());
+        }
+        Cmd::Reproduce {
+            study:
+                Study::Maze2d {
+                    out,
+                    layout,
+                    steps,
+                    seeds,
+                    q_steps,
+                    reference_steps,
+                },
+        } => {
+            let mut study = laq::reproduce::MazeStudy {
+                layout,
+                steps,
+                seeds: (0..seeds).collect(),
+                ..Default::default()
+            };
+            study.train.dqn.steps = q_steps;
+            study.reference.steps = reference_steps;
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let (_, report) = laq::reproduce::maze2d(&out, &study, &device)?;
             print!("{report}");
             println!("metrics: {}", out.join("metrics.json").display());
         }

@@ -276,3 +276,228 @@ pub fn gridworld(out: &Path, study: &GridStudy, device: &Device) -> Result<(Valu
     crate::io::write_text(&out.join("report.txt"), &report)?;
     Ok((metrics, report))
 }
+
+/// Settings of the Maze2D study (issue: continuous control).
+#[derive(Clone, Debug)]
+pub struct MazeStudy {
+    pub layout: String,
+    pub steps: usize,
+    pub episode_len: usize,
+    pub seeds: Vec<u64>,
+    pub sources: Vec<LabelSource>,
+    pub qs: Vec<QKind>,
+    pub train: TrainConfig,
+    pub reference: crate::td3bc::Td3BcConfig,
+    /// At most this many dataset states are scored at each checkpoint.
+    pub probes: usize,
+}
+
+impl Default for MazeStudy {
+    fn default() -> Self {
+        let mut train = TrainConfig::default();
+        // A smaller forward model than the grid's, with larger batches: the authors' Maze2D
+        // model is smaller still (4-8-16-8).
+        train.mining.encoder = vec![64, 64];
+        train.mining.embedding = 16;
+        train.mining.decoder = vec![64, 64];
+        train.mining.batch_size = 256;
+        MazeStudy {
+            layout: "umaze".into(),
+            steps: 200_000,
+            episode_len: 1000,
+            seeds: vec![0, 1, 2],
+            sources: vec![
+                LabelSource::Latent,
+                LabelSource::Single,
+                LabelSource::Cluster,
+                LabelSource::ClusterDiff,
+            ],
+            qs: vec![QKind::Dqn, QKind::Bcq],
+            train,
+            reference: Default::default(),
+            probes: 5000,
+        }
+    }
+}
+
+/// The paper's Maze2D Spearman correlations (Tables 1 and 2) for DQN and BCQ.
+fn paper_maze(source: LabelSource, q: QKind) -> Option<f64> {
+    let (dqn, bcq) = match source {
+        LabelSource::Latent => (0.844, 0.927),
+        LabelSource::Single => (0.673, 0.710),
+        LabelSource::Cluster => (0.613, 0.876),
+        LabelSource::ClusterDiff => (0.490, 0.719),
+        _ => return None,
+    };
+    match q {
+        QKind::Dqn => Some(dqn),
+        QKind::Bcq => Some(bcq),
+        _ => None,
+    }
+}
+
+/// The `p`-th percentile (0..=100) with linear interpolation, as numpy's default.
+pub fn percentile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let pos = p / 100.0 * (s.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+}
+
+fn q_key(q: QKind) -> &'static str {
+    match q {
+        QKind::Bcq => "bcq",
+        QKind::Cql => "cql",
+        QKind::Tabular => "tabular",
+        _ => "dqn",
+    }
+}
+
+/// Runs the Maze2D value study: every label source and Q variant over several seeds,
+/// Spearman against V learned with ground-truth actions (TD3+BC) and against the
+/// shortest-path oracle, at the last checkpoint (no oracle involved) and at the 95th
+/// percentile over checkpoints (the paper's oracle model selection).
+pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, String)> {
+    let total = Instant::now();
+    let maze = crate::envs::maze2d::Maze::named(&study.layout)?;
+    let data = maze.generate(study.steps, study.episode_len, 0);
+    data.save(&out.join("maze.npz"))?;
+    let stride = (data.len() / study.probes.max(1)).max(1);
+    let probe_idx: Vec<usize> = (0..data.len()).step_by(stride).collect();
+    let probe: Vec<f32> = probe_idx
+        .iter()
+        .flat_map(|&i| data.obs(i).to_vec())
+        .collect();
+    let dist = maze.cell_distances(maze.target);
+    let oracle: Vec<f64> = probe_idx
+        .iter()
+        .map(|&i| -(maze.oracle_distance(data.obs(i)[0], data.obs(i)[1], &dist) as f64))
+        .collect();
+    let t = Instant::now();
+    let reference = crate::td3bc::train(&data, &study.reference, 0, device)?;
+    let gt: Vec<f64> = reference
+        .values(&probe, device)?
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let mut timings = vec![("reference (TD3+BC)".to_string(), t.elapsed().as_secs_f64())];
+    let gt_vs_oracle = eval::spearman(&gt, &oracle);
+
+    // (source, q) -> per seed: (gt last, oracle last, gt p95, oracle p95)
+    let mut rows: std::collections::BTreeMap<String, Vec<[f64; 4]>> = Default::default();
+    for &seed in &study.seeds {
+        for &source in &study.sources {
+            let t = Instant::now();
+            let cfg = TrainConfig {
+                seed,
+                ..study.train.clone()
+            };
+            let l = labels::make(source, &data, &cfg.mining, seed, device)?;
+            for &q in &study.qs {
+                let net = qlearn::dqn(
+                    &data,
+                    &l.labels,
+                    l.num_actions,
+                    &cfg.dqn,
+                    q,
+                    Some(&probe),
+                    seed,
+                    device,
+                )?;
+                let (mut sg, mut so) = (vec![], vec![]);
+                for (_, v) in &net.checkpoints {
+                    let v: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+                    sg.push(eval::spearman(&v, &gt));
+                    so.push(eval::spearman(&v, &oracle));
+                }
+                let last = |s: &[f64]| s.last().copied().unwrap_or(f64::NAN);
+                rows.entry(format!("{}/{}", source.key(), q_key(q)))
+                    .or_default()
+                    .push([
+                        last(&sg),
+                        last(&so),
+                        percentile(&sg, 95.0),
+                        percentile(&so, 95.0),
+                    ]);
+            }
+            timings.push((
+                format!("seed {seed} {}", source.key()),
+                t.elapsed().as_secs_f64(),
+            ));
+        }
+    }
+    timings.push(("total".into(), total.elapsed().as_secs_f64()));
+
+    let mean = |v: &[[f64; 4]], j: usize| v.iter().map(|r| r[j]).sum::<f64>() / v.len() as f64;
+    let mut methods = serde_json::Map::new();
+    let mut report = format!(
+        "Maze2D {} ({} transitions), {} seed(s); Spearman over {} dataset states\n\
+         TD3+BC reference (ground-truth actions) vs oracle: {gt_vs_oracle:.3}\n\n",
+        study.layout,
+        data.len(),
+        study.seeds.len(),
+        probe.len() / 4
+    );
+    report += "method                 vs GT V: last   p95   paper  | vs oracle: last   p95\n";
+    for &source in &study.sources {
+        for &q in &study.qs {
+            let key = format!("{}/{}", source.key(), q_key(q));
+            let Some(r) = rows.get(&key) else { continue };
+            let paper = paper_maze(source, q)
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "  -  ".into());
+            report += &format!(
+                "{key:<22} {:>13.3} {:>6.3}  {paper}  | {:>15.3} {:>6.3}\n",
+                mean(r, 0),
+                mean(r, 2),
+                mean(r, 1),
+                mean(r, 3)
+            );
+            methods.insert(
+                key,
+                json!({
+                    "spearman_gt": mean(r, 0), "spearman_oracle": mean(r, 1),
+                    "spearman_gt_p95": mean(r, 2), "spearman_oracle_p95": mean(r, 3),
+                    "per_seed": r,
+                }),
+            );
+        }
+    }
+    report += "\nlast: the final checkpoint (no oracle involved); p95: 95th percentile over checkpoints,\n";
+    report += "the paper's model selection, which peeks at the reference. Paper column: vs GT-action V.\n";
+    report += "\nTimes (s): ";
+    report += &timings
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    report += "\n";
+    let metrics = json!({
+        "methods": methods,
+        "reference_vs_oracle": gt_vs_oracle,
+        "layout": study.layout, "transitions": data.len(), "seeds": study.seeds,
+        "probe_states": probe.len() / 4,
+        "timings_s": timings.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+    });
+    crate::io::write_text(
+        &out.join("metrics.json"),
+        &serde_json::to_string_pretty(&metrics)?,
+    )?;
+    crate::io::write_text(&out.join("report.txt"), &report)?;
+    Ok((metrics, report))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn percentile_interpolates_like_numpy() {
+        // numpy.percentile([1, 2, 3, 4], 95) = 3.85
+        assert!((super::percentile(&[4.0, 1.0, 3.0, 2.0], 95.0) - 3.85).abs() < 1e-12);
+        assert_eq!(super::percentile(&[7.0], 95.0), 7.0);
+        assert!(super::percentile(&[], 95.0).is_nan());
+    }
+}

@@ -243,3 +243,44 @@ fn train_works_on_other_data() {
         .unwrap();
     assert!(v[0] > v[1], "{v:?}");
 }
+
+/// `laq reproduce maze2d` at toy size: every method gets finite Spearman figures of both
+/// kinds, and the files are written.
+#[test]
+fn reproduce_maze2d_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("maze");
+    let report = ok(&[
+        "reproduce",
+        "maze2d",
+        "--out",
+        out.to_str().unwrap(),
+        "--steps",
+        "20000",
+        "--seeds",
+        "1",
+        "--q-steps",
+        "1500",
+        "--reference-steps",
+        "800",
+    ]);
+    assert!(
+        report.contains("latent/dqn") && report.contains("TD3+BC"),
+        "{report}"
+    );
+    let m = metrics(&out.join("metrics.json"));
+    let methods = m["methods"].as_object().unwrap();
+    assert_eq!(methods.len(), 8);
+    for (k, v) in methods {
+        for f in [
+            "spearman_gt",
+            "spearman_oracle",
+            "spearman_gt_p95",
+            "spearman_oracle_p95",
+        ] {
+            let x = v[f].as_f64().unwrap();
+            assert!((-1.0..=1.0).contains(&x), "{k}.{f} = {x}");
+        }
+    }
+    assert!(out.join("maze.npz").exists() && out.join("report.txt").exists());
+}
