@@ -608,16 +608,16 @@ mod tests {
     use super::*;
     use crate::envs::gridworld::{GridWorld, GAMMA};
 
+    fn gt_labels(data: &Dataset) -> Vec<u32> {
+        let a = data.discrete_actions("test").unwrap();
+        a.iter().map(|&a| a as u32).collect()
+    }
+
     #[test]
     fn tabular_with_true_actions_recovers_optimal_values() {
         let g = GridWorld::default();
         let data = g.generate(3000, 0, 0.0);
-        let labels: Vec<u32> = data
-            .discrete_actions("t")
-            .unwrap()
-            .iter()
-            .map(|&a| a as u32)
-            .collect();
+        let labels = gt_labels(&data);
         let cfg = TabularConfig {
             passes: 20,
             ..Default::default()
@@ -638,12 +638,7 @@ mod tests {
     fn deep_variants_learn_the_grid() {
         let g = GridWorld::default();
         let data = g.generate(1000, 0, 0.0);
-        let labels: Vec<u32> = data
-            .discrete_actions("t")
-            .unwrap()
-            .iter()
-            .map(|&a| a as u32)
-            .collect();
+        let labels = gt_labels(&data);
         let cfg = DqnConfig {
             steps: 3000,
             checkpoints: 3,

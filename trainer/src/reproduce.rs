@@ -267,8 +267,17 @@ pub fn gridworld(out: &Path, study: &GridStudy, device: &Device) -> Result<(Valu
         "episodes": study.episodes,
         "transitions": data.len(),
         "seed": study.seed,
-        "timings_s": timings.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "timings_s": timings_json(&timings),
     });
+    write_study(out, metrics, report)
+}
+
+fn timings_json(timings: &[(String, f64)]) -> Value {
+    Value::Object(timings.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+}
+
+/// Writes a study's `metrics.json` and `report.txt` and hands them back.
+fn write_study(out: &Path, metrics: Value, report: String) -> Result<(Value, String)> {
     crate::io::write_text(
         &out.join("metrics.json"),
         &serde_json::to_string_pretty(&metrics)?,
@@ -481,14 +490,9 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
         "reference_vs_oracle": gt_vs_oracle,
         "layout": study.layout, "transitions": data.len(), "seeds": study.seeds,
         "probe_states": probe.len() / 4,
-        "timings_s": timings.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "timings_s": timings_json(&timings),
     });
-    crate::io::write_text(
-        &out.join("metrics.json"),
-        &serde_json::to_string_pretty(&metrics)?,
-    )?;
-    crate::io::write_text(&out.join("report.txt"), &report)?;
-    Ok((metrics, report))
+    write_study(out, metrics, report)
 }
 
 #[cfg(test)]
