@@ -19,15 +19,18 @@ pub struct Td3BcConfig {
     pub steps: usize,
     /// Soft target update rate.
     pub tau: f64,
-    /// Weight of the Q term against behaviour cloning in the actor loss.
+    /// Weight of the Q term against behaviour cloning in the actor loss. The paper uses
+    /// 2.5; on undirected data (a behaviour that wanders between random goals) cloning
+    /// dominates then: on 200k U-maze steps the reference agreed with the shortest-path
+    /// oracle at Spearman 0.41 (0.09 after 40k steps), and at 0.94 with 10.
     pub alpha: f64,
     pub policy_noise: f64,
     pub noise_clip: f64,
 }
 
 impl Default for Td3BcConfig {
-    /// The paper's settings (alpha 2.5, tau 0.005, noise 0.2 clipped at 0.5), smaller
-    /// networks and fewer steps for CPU budgets.
+    /// The paper's settings (tau 0.005, noise 0.2 clipped at 0.5) except alpha (see
+    /// above), with smaller networks and fewer steps for CPU budgets.
     fn default() -> Self {
         Td3BcConfig {
             hidden: vec![128, 128],
@@ -36,7 +39,7 @@ impl Default for Td3BcConfig {
             batch_size: 256,
             steps: 20000,
             tau: 0.005,
-            alpha: 2.5,
+            alpha: 10.0,
             policy_noise: 0.2,
             noise_clip: 0.5,
         }
