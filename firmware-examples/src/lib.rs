@@ -24,6 +24,13 @@ pub fn exit(success: bool) -> ! {
 #[repr(C, align(8))]
 pub struct Aligned<T: ?Sized>(pub T);
 
+/// The grid-world model (`models/gridworld/value.safetensors`, copied by `build.rs`), in
+/// flash and 8-aligned.
+pub static GRID_MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/grid.safetensors"
+)));
+
 /// The 6x6 grid world the example model was trained on.
 pub mod grid {
     use super::*;

@@ -13,16 +13,12 @@
 
 use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
-use laq_firmware_examples::{exit, grid, stack, systick, Aligned};
+use laq_firmware_examples::{exit, grid, stack, systick, Aligned, GRID_MODEL};
 use laq_runtime::{Candidate, Model, Scratch};
 use panic_semihosting as _;
 
 include!(concat!(env!("OUT_DIR"), "/host_values.rs"));
 
-static GRID: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
-    env!("OUT_DIR"),
-    "/grid.safetensors"
-)));
 static BENCH: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
     env!("OUT_DIR"),
     "/bench.safetensors"
@@ -52,7 +48,7 @@ const fn max(a: usize, b: usize) -> usize {
 /// stack high-water mark.
 #[inline(never)]
 fn runtime_work() -> Option<usize> {
-    let model = Model::new_checked(core::hint::black_box(&GRID.0)).ok()?;
+    let model = Model::new_checked(core::hint::black_box(&GRID_MODEL.0)).ok()?;
     let mut scratch = Scratch::<GRID_SCRATCH>::new();
     let mut report = [Candidate::default(); 8];
     let state = core::hint::black_box([2.0f32, 2.0]);
@@ -94,7 +90,7 @@ fn bench(per_tick: f32, overhead: u32) -> bool {
     for (name, bytes, state, host) in [
         (
             "grid 2-64-64-8 f32",
-            &GRID.0,
+            &GRID_MODEL.0,
             &[2.0f32, 3.0][..],
             GRID_V[2][3],
         ),
@@ -127,7 +123,7 @@ fn bench(per_tick: f32, overhead: u32) -> bool {
             matches
         );
     }
-    if let Ok(model) = Model::new_checked(&GRID.0) {
+    if let Ok(model) = Model::new_checked(&GRID_MODEL.0) {
         let mut report = [Candidate::default(); 8];
         let t0 = systick::now();
         let best = model.select(&[2.0, 2.0], &grid::CONTROLLERS, &mut scratch, &mut report);
@@ -166,7 +162,7 @@ fn check_unaligned() -> bool {
     let Some(dst) = buf.get_mut(1..) else {
         return false;
     };
-    dst.copy_from_slice(&GRID.0);
+    dst.copy_from_slice(&GRID_MODEL.0);
     let Ok(model) = Model::new_checked(dst) else {
         return false;
     };

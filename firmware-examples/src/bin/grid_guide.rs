@@ -11,16 +11,11 @@
 use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
 use laq_firmware_examples::grid::{self, CONTROLLERS, NAMES};
-use laq_firmware_examples::{exit, Aligned};
+use laq_firmware_examples::{exit, GRID_MODEL};
 use laq_runtime::{Candidate, Model, Scratch};
 use panic_semihosting as _;
 
 include!(concat!(env!("OUT_DIR"), "/host_values.rs"));
-
-static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
-    env!("OUT_DIR"),
-    "/grid.safetensors"
-)));
 
 const MAX_STEPS: usize = 20;
 const REL_TOL: f32 = 1e-5;
@@ -32,13 +27,13 @@ fn fail(what: &str, e: laq_runtime::Error) -> ! {
 
 #[entry]
 fn main() -> ! {
-    let model = match Model::new_checked(&MODEL.0) {
+    let model = match Model::new_checked(&GRID_MODEL.0) {
         Ok(m) => m,
         Err(e) => fail("loading the model", e),
     };
     hprintln!(
         "grid model: {} bytes, {} layers, {} MACs, gamma {}, aligned {}",
-        MODEL.0.len(),
+        GRID_MODEL.0.len(),
         model.num_layers(),
         model.macs(),
         model.gamma(),

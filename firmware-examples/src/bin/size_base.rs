@@ -5,17 +5,12 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use laq_firmware_examples::{exit, Aligned};
+use laq_firmware_examples::{exit, GRID_MODEL};
 use panic_halt as _;
-
-static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
-    env!("OUT_DIR"),
-    "/grid.safetensors"
-)));
 
 #[entry]
 fn main() -> ! {
-    let bytes = core::hint::black_box(&MODEL.0);
+    let bytes = core::hint::black_box(&GRID_MODEL.0);
     let state = core::hint::black_box([1.0f32, 2.0]);
     let ok = core::hint::black_box(bytes.len() as f32 + state[0]) > 0.0;
     exit(ok)

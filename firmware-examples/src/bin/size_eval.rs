@@ -6,16 +6,11 @@
 #![no_main]
 
 use cortex_m_rt::entry;
-use laq_firmware_examples::{exit, Aligned};
+use laq_firmware_examples::{exit, GRID_MODEL};
 use laq_runtime::{Model, Scratch};
 use panic_halt as _;
 
 include!(concat!(env!("OUT_DIR"), "/host_values.rs"));
-
-static MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
-    env!("OUT_DIR"),
-    "/grid.safetensors"
-)));
 
 #[inline(never)]
 fn work(bytes: &[u8], state: [f32; 2]) -> Option<f32> {
@@ -27,7 +22,7 @@ fn work(bytes: &[u8], state: [f32; 2]) -> Option<f32> {
 
 #[entry]
 fn main() -> ! {
-    let bytes = core::hint::black_box(&MODEL.0);
+    let bytes = core::hint::black_box(&GRID_MODEL.0);
     let state = core::hint::black_box([2.0f32, 3.0]);
     let ok = work(bytes, state) == Some(GRID_V[2][3]);
     exit(ok)
