@@ -245,7 +245,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 labels: a.labels,
                 q: a.q,
                 seed: a.seed,
-                ..Default::default()
+                ..TrainConfig::for_data(&data)
             };
             cfg.mining.latent_actions = a.latent_actions;
             if let Some(s) = a.mining_steps {

@@ -303,13 +303,8 @@ pub struct MazeStudy {
 
 impl Default for MazeStudy {
     fn default() -> Self {
-        let mut train = TrainConfig::default();
-        // A smaller forward model than the grid's, with larger batches: the authors' Maze2D
-        // model is smaller still (4-8-16-8).
-        train.mining.encoder = vec![64, 64];
-        train.mining.embedding = 16;
-        train.mining.decoder = vec![64, 64];
-        train.mining.batch_size = 256;
+        // Any continuous dataset gets these settings from `laq train` as well.
+        let train = TrainConfig::continuous();
         MazeStudy {
             layout: "umaze".into(),
             steps: 200_000,

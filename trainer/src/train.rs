@@ -44,6 +44,29 @@ impl Default for TrainConfig {
     }
 }
 
+impl TrainConfig {
+    /// Defaults that suit `data`: the grid-world settings for small discrete state
+    /// spaces, and a smaller forward model with larger batches for continuous states
+    /// (the authors' Maze2D model is smaller still, 4-8-16-8).
+    pub fn for_data(data: &Dataset) -> Self {
+        if qlearn::is_tabular(data) {
+            TrainConfig::default()
+        } else {
+            TrainConfig::continuous()
+        }
+    }
+
+    /// The settings for continuous states.
+    pub fn continuous() -> Self {
+        let mut cfg = TrainConfig::default();
+        cfg.mining.encoder = vec![64, 64];
+        cfg.mining.embedding = 16;
+        cfg.mining.decoder = vec![64, 64];
+        cfg.mining.batch_size = 256;
+        cfg
+    }
+}
+
 /// Everything a run produced.
 pub struct Trained {
     pub labelled: Labelled,

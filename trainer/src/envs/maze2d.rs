@@ -15,8 +15,8 @@ pub const MEDIUM_MAZE: &str =
     "########\n#OO##OO#\n#OO#OOO#\n##OOO###\n#OO#OOO#\n#O#OO#O#\n#OOO#OG#\n########";
 
 /// Simulation step and the number of steps per action (frame skip).
-const DT: f32 = 0.01;
-const FRAME_SKIP: usize = 3;
+pub const DT: f32 = 0.01;
+pub const FRAME_SKIP: usize = 3;
 /// Acceleration per unit of action, and velocity damping per simulation step.
 const ACCEL: f32 = 100.0;
 const DAMPING: f32 = 0.99;
@@ -102,7 +102,7 @@ impl Maze {
     }
 
     /// Whether a disc of `RADIUS` at (x, y) overlaps a wall.
-    fn blocked(&self, x: f32, y: f32) -> bool {
+    pub fn blocked(&self, x: f32, y: f32) -> bool {
         [
             (-RADIUS, -RADIUS),
             (-RADIUS, RADIUS),
@@ -201,7 +201,7 @@ impl Maze {
     }
 
     /// A random point in a random open cell, away from walls.
-    fn random_point(&self, rng: &mut impl Rng) -> [f32; 2] {
+    pub fn random_point(&self, rng: &mut impl Rng) -> [f32; 2] {
         let cells = self.open_cells();
         let (r, c) = cells[rng.random_range(0..cells.len())];
         [

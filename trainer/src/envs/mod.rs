@@ -2,3 +2,4 @@
 
 pub mod gridworld;
 pub mod maze2d;
+pub mod unicycle;
