@@ -71,6 +71,18 @@ pub fn make(
     seed: u64,
     device: &Device,
 ) -> Result<Labelled> {
+    make_resumable(source, data, mining, seed, device, None)
+}
+
+/// [`make`], with mining checkpointed through `ckpt` (the other sources take seconds).
+pub fn make_resumable(
+    source: LabelSource,
+    data: &Dataset,
+    mining: &MiningConfig,
+    seed: u64,
+    device: &Device,
+    ckpt: Option<&mut crate::checkpoint::Checkpointer>,
+) -> Result<Labelled> {
     let k = mining.latent_actions;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6c61_6265);
     let gt = || -> Result<(Vec<u32>, usize)> {
@@ -86,7 +98,7 @@ pub fn make(
     };
     let out = match source {
         LabelSource::Latent => {
-            let m = mining::mine(data, mining, seed, device)?;
+            let m = mining::mine_resumable(data, mining, seed, device, ckpt)?;
             Labelled {
                 labels: m.labels,
                 num_actions: k,

@@ -12,6 +12,7 @@
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]
 
 pub mod bench;
+pub mod checkpoint;
 pub mod data;
 pub mod envs;
 pub mod eval;

@@ -151,11 +151,19 @@ enum Study {
 #[derive(Args)]
 struct TrainArgs {
     /// Dataset (`.npz` or `.safetensors`, see docs/dataset-format.md).
-    #[arg(long)]
-    data: PathBuf,
+    #[arg(long, required_unless_present = "resume")]
+    data: Option<PathBuf>,
     /// Run directory for the model, labels, metrics and summary.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "resume")]
+    out: Option<PathBuf>,
+    /// Continue the interrupted run in this directory, with its saved settings and data
+    /// (other training options are ignored).
+    #[arg(long, conflicts_with_all = ["data", "out"])]
+    resume: Option<PathBuf>,
+    /// Seconds between checkpoints of a long run (`DIR/checkpoint.safetensors`, removed
+    /// when the run completes).
+    #[arg(long, default_value_t = 60.0)]
+    checkpoint_secs: f64,
     #[arg(long, value_enum, default_value = "latent")]
     labels: LabelSource,
     #[arg(long, value_enum, default_value = "auto")]
@@ -239,45 +247,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 out.display()
             );
         }
-        Cmd::Train(a) => {
-            let data = Dataset::load(&a.data)?;
-            let mut cfg = TrainConfig {
-                labels: a.labels,
-                q: a.q,
-                seed: a.seed,
-                ..TrainConfig::for_data(&data)
-            };
-            cfg.mining.latent_actions = a.latent_actions;
-            if let Some(s) = a.mining_steps {
-                cfg.mining.steps = s;
-            }
-            cfg.top_actions = a.top_actions;
-            if let Some(r) = a.mining_restarts {
-                cfg.mining.restarts = r;
-            }
-            if let Some(ac) = a.anti_collapse {
-                cfg.mining.anti_collapse = ac;
-            }
-            if let Some(s) = a.dqn_steps {
-                cfg.dqn.steps = s;
-            }
-            if let Some(g) = a.gamma {
-                if !(0.0..1.0).contains(&g) {
-                    anyhow::bail!("--gamma must be in [0, 1), got {g}");
-                }
-                cfg.tabular.gamma = g;
-                cfg.dqn.gamma = g;
-            }
-            eprintln!(
-                "{} transitions, observation shape {:?}",
-                data.len(),
-                data.obs_shape
-            );
-            let trained = train::train(&data, &cfg, &device)?;
-            train::write_run(&a.out, &data, &cfg, &trained, &a.data.display().to_string())?;
-            print!("{}", std::fs::read_to_string(a.out.join("summary.txt"))?);
-            println!("wrote {}", a.out.display());
-        }
+        Cmd::Train(a) => train_cmd(&a, &device)?,
         Cmd::Predict { model, data, out } => {
             let n = laq::predict::predict_csv(&model, &data, &out)?;
             eprintln!("wrote V of {n} observations to {}", out.display());
@@ -369,5 +339,112 @@ fn run(cmd: Cmd) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// The settings of a fresh run: defaults that suit the data, then the flags.
+fn train_config(a: &TrainArgs, data: &Dataset) -> Result<TrainConfig> {
+    let mut cfg = TrainConfig {
+        labels: a.labels,
+        q: a.q,
+        seed: a.seed,
+        ..TrainConfig::for_data(data)
+    };
+    cfg.mining.latent_actions = a.latent_actions;
+    if let Some(s) = a.mining_steps {
+        cfg.mining.steps = s;
+    }
+    cfg.top_actions = a.top_actions;
+    if let Some(r) = a.mining_restarts {
+        cfg.mining.restarts = r;
+    }
+    if let Some(ac) = a.anti_collapse {
+        cfg.mining.anti_collapse = ac;
+    }
+    if let Some(s) = a.dqn_steps {
+        cfg.dqn.steps = s;
+    }
+    if let Some(g) = a.gamma {
+        if !(0.0..1.0).contains(&g) {
+            anyhow::bail!("--gamma must be in [0, 1), got {g}");
+        }
+        cfg.tabular.gamma = g;
+        cfg.dqn.gamma = g;
+    }
+    Ok(cfg)
+}
+
+/// `laq train`: a fresh run, or the continuation of an interrupted one (`--resume`).
+fn train_cmd(a: &TrainArgs, device: &candle_core::Device) -> Result<()> {
+    use laq::checkpoint::{self, Checkpointer};
+    if !(a.checkpoint_secs >= 0.0 && a.checkpoint_secs.is_finite()) {
+        anyhow::bail!(
+            "--checkpoint-secs must be a number of seconds >= 0, got {}",
+            a.checkpoint_secs
+        );
+    }
+    let every = std::time::Duration::from_secs_f64(a.checkpoint_secs);
+    let (data_path, out, saved) = match (&a.resume, &a.data, &a.out) {
+        (Some(dir), _, _) => {
+            let id = Checkpointer::identity_of(dir)?;
+            let cfg: TrainConfig = serde_json::from_value(id["config"].clone())
+                .context("the checkpoint's settings are unreadable")?;
+            let data = id["data"]
+                .as_str()
+                .context("the checkpoint does not name its dataset")?;
+            (PathBuf::from(data), dir.clone(), Some(cfg))
+        }
+        (None, Some(data), Some(out)) => {
+            if out.join(checkpoint::FILE).exists() {
+                anyhow::bail!(
+                    "{} holds an unfinished run ({}): continue it with `laq train --resume {}`, \
+                     or delete that file to start over",
+                    out.display(),
+                    checkpoint::FILE,
+                    out.display()
+                );
+            }
+            (data.clone(), out.clone(), None)
+        }
+        _ => anyhow::bail!("`laq train` needs --data and --out, or --resume DIR"),
+    };
+    let data = Dataset::load(&data_path)?;
+    let cfg = match saved {
+        Some(cfg) => cfg,
+        None => train_config(a, &data)?,
+    };
+    eprintln!(
+        "{} transitions, observation shape {:?}",
+        data.len(),
+        data.obs_shape
+    );
+    // What a resumed run must share with the interrupted one.
+    let mut identity = serde_json::Map::new();
+    identity.insert("config".into(), serde_json::to_value(&cfg)?);
+    let abs = std::fs::canonicalize(&data_path)
+        .with_context(|| format!("cannot resolve {}", data_path.display()))?;
+    identity.insert("data".into(), abs.display().to_string().into());
+    identity.insert(
+        "data_fingerprint".into(),
+        checkpoint::fingerprint(&data).into(),
+    );
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut ckpt = if a.resume.is_some() {
+        eprintln!("resuming the run in {}", out.display());
+        Checkpointer::resume(&out, every, identity)?
+    } else {
+        Checkpointer::new(&out, every, identity)
+    };
+    let trained = train::train_resumable(&data, &cfg, device, Some(&mut ckpt))?;
+    train::write_run(
+        &out,
+        &data,
+        &cfg,
+        &trained,
+        &data_path.display().to_string(),
+    )?;
+    ckpt.finish()?;
+    print!("{}", std::fs::read_to_string(out.join("summary.txt"))?);
+    println!("wrote {}", out.display());
     Ok(())
 }

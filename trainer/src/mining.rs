@@ -2,15 +2,17 @@
 //! by hard EM on min over a of ||f(s, a) - s'||^2, then every transition is labelled
 //! with its arg-min.
 
+use crate::checkpoint::{Checkpointer, State};
 use crate::data::Dataset;
 use crate::nn::{self, Adam, Mlp};
 use crate::progress;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor, D};
 use candle_nn::{Linear, Module, VarBuilder};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 /// How often the anti-collapse assignment is applied (from the authors' release).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -273,6 +275,8 @@ struct Run {
     curve: Vec<f32>,
     acc: (f64, usize),
     usage: Usage,
+    /// Loss sum and count over the last tenth of the current range of steps.
+    tail: (f64, usize),
 }
 
 /// Standardised transitions and scratch space for batches.
@@ -298,7 +302,56 @@ impl Run {
             curve: vec![],
             acc: (0.0, 0),
             usage: Usage::default(),
+            tail: (0.0, 0),
         })
+    }
+
+    fn save(&self, prefix: &str, st: &mut State) {
+        st.put_adam(&format!("{prefix}.adam"), &self.opt);
+        st.put_rng(&format!("{prefix}.rng"), &self.rng);
+        st.put_f32(&format!("{prefix}.curve"), self.curve.clone());
+        st.set(
+            &format!("{prefix}.sums"),
+            json!({
+                "acc": [self.acc.0, self.acc.1],
+                "tail": [self.tail.0, self.tail.1],
+                "residual": self.usage.residual,
+                "removal": self.usage.removal,
+            }),
+        );
+    }
+
+    /// A run continued from [`Run::save`]'s state.
+    fn load(
+        prefix: &str,
+        st: &State,
+        d: usize,
+        cfg: &MiningConfig,
+        device: &Device,
+    ) -> Result<Self> {
+        let mut run = Run::new(d, cfg, 0, device)?;
+        st.load_adam(&format!("{prefix}.adam"), &mut run.opt)?;
+        run.rng = st.get_rng(&format!("{prefix}.rng"))?;
+        run.curve = st.f32(&format!("{prefix}.curve"))?.to_vec();
+        let sums = st.get(&format!("{prefix}.sums"))?;
+        let pair = |k: &str| -> Result<(f64, usize)> {
+            let v = &sums[k];
+            match (v[0].as_f64(), v[1].as_u64()) {
+                (Some(a), Some(b)) => Ok((a, b as usize)),
+                _ => bail!("checkpoint: mining sums `{k}` malformed"),
+            }
+        };
+        run.acc = pair("acc")?;
+        run.tail = pair("tail")?;
+        let list = |k: &str| -> Result<Vec<f64>> {
+            serde_json::from_value(sums[k].clone())
+                .with_context(|| format!("checkpoint: mining usage `{k}` malformed"))
+        };
+        run.usage = Usage {
+            residual: list("residual")?,
+            removal: list("removal")?,
+        };
+        Ok(run)
     }
 
     /// Moves latent action `dup` next to `bad`, so that the next steps split what `bad`
@@ -313,19 +366,22 @@ impl Run {
     }
 
     /// Trains over `steps`; returns the mean loss of the last tenth of them.
+    /// `range_start` is where the current range began (earlier than `steps.start` when
+    /// resuming inside it); `after_step` runs after every step with the next step's index.
     fn train(
         &mut self,
+        range_start: usize,
         steps: std::ops::Range<usize>,
         cfg: &MiningConfig,
         b: &Batches,
         bar: &indicatif::ProgressBar,
+        after_step: &mut dyn FnMut(usize, &Run) -> Result<()>,
     ) -> Result<f64> {
         let (d, bs) = (b.d, b.bs);
         let n = b.obs.len() / d;
         let mut s_host = vec![0f32; bs * d];
         let mut s2_host = vec![0f32; bs * d];
-        let tail_from = steps.end - (steps.len() / 10).max(1);
-        let mut tail = (0.0, 0usize);
+        let tail_from = steps.end - ((steps.end - range_start) / 10).max(1);
         for step in steps {
             let drops = cfg
                 .lr_drops
@@ -363,8 +419,8 @@ impl Run {
             self.acc.0 += loss;
             self.acc.1 += 1;
             if step >= tail_from {
-                tail.0 += loss;
-                tail.1 += 1;
+                self.tail.0 += loss;
+                self.tail.1 += 1;
             }
             if (step + 1) % (cfg.steps / 10).max(1) == 0 || step + 1 == cfg.steps {
                 let mean = self.acc.0 / self.acc.1 as f64;
@@ -373,8 +429,9 @@ impl Run {
                 self.acc = (0.0, 0);
             }
             bar.inc(1);
+            after_step(step + 1, self)?;
         }
-        Ok(tail.0 / tail.1.max(1) as f64)
+        Ok(self.tail.0 / self.tail.1.max(1) as f64)
     }
 }
 
@@ -384,6 +441,17 @@ impl Run {
 /// `restarts > 1`, that many models train for the first `screen` fraction of the steps
 /// and only the one with the lowest loss (no ground truth involved) trains on.
 pub fn mine(data: &Dataset, cfg: &MiningConfig, seed: u64, device: &Device) -> Result<Mined> {
+    mine_resumable(data, cfg, seed, device, None)
+}
+
+/// [`mine`], saving its state through `ckpt` and continuing from a resumed one.
+pub fn mine_resumable(
+    data: &Dataset,
+    cfg: &MiningConfig,
+    seed: u64,
+    device: &Device,
+    mut ckpt: Option<&mut Checkpointer>,
+) -> Result<Mined> {
     let d = data.obs_dim();
     let n = data.len();
     if cfg.batch_size == 0 || cfg.steps == 0 {
@@ -406,22 +474,77 @@ pub fn mine(data: &Dataset, cfg: &MiningConfig, seed: u64, device: &Device) -> R
     } else {
         0
     };
-    let bar = progress::bar(
-        (restarts * screen + cfg.steps - screen) as u64,
-        "mining latent actions",
-    );
-    let mut best: Option<(f64, Run)> = None;
-    for r in 0..restarts {
-        let mut run = Run::new(d, cfg, seed.wrapping_add(r as u64 * 0x9e37_79b9), device)?;
-        let loss = run.train(0..screen, cfg, &batches, &bar)?;
+    let total = restarts * screen + cfg.steps - screen;
+    let bar = progress::bar(total as u64, "mining latent actions");
+
+    // Where to start: restart `r` (== restarts: the main phase) at `step`, with the best
+    // screened run so far and the run in progress.
+    let (mut r, mut step, mut best, mut current) = (0, 0, None::<(f64, Run)>, None::<Run>);
+    if let Some(st) = ckpt.as_deref_mut().and_then(|c| c.resumed(STAGE)) {
+        r = st.get_u64("restart")? as usize;
+        step = st.get_u64("next_step")? as usize;
+        if st.meta.contains_key("best_loss") {
+            best = Some((
+                st.get_f64("best_loss")?,
+                Run::load("best", &st, d, cfg, device)?,
+            ));
+        }
+        current = Some(Run::load("current", &st, d, cfg, device)?);
+        bar.set_position(
+            (r.min(restarts) * screen + step - if r == restarts { screen } else { 0 }) as u64,
+        );
+    }
+    let mut save =
+        |r: usize, next_step: usize, run: &Run, best: &Option<(f64, Run)>| -> Result<()> {
+            let Some(c) = ckpt.as_deref_mut() else {
+                return Ok(());
+            };
+            let done = (r.min(restarts) * screen + next_step
+                - if r == restarts { screen } else { 0 }) as u64;
+            if !c.due(STAGE, done) {
+                return Ok(());
+            }
+            let mut st = State::default();
+            st.set("restart", json!(r));
+            st.set("next_step", json!(next_step));
+            run.save("current", &mut st);
+            if let Some((loss, b)) = best {
+                st.set("best_loss", json!(loss));
+                b.save("best", &mut st);
+            }
+            c.save(STAGE, done, st)
+        };
+    while r < restarts && screen > 0 {
+        let mut run = match current.take() {
+            Some(run) => run,
+            None => Run::new(d, cfg, seed.wrapping_add(r as u64 * 0x9e37_79b9), device)?,
+        };
+        let loss = run.train(0, step..screen, cfg, &batches, &bar, &mut |next, run| {
+            save(r, next, run, &best)
+        })?;
         if best.as_ref().is_none_or(|(l, _)| loss < *l) {
             best = Some((loss, run));
         }
+        r += 1;
+        step = 0;
     }
-    let Some((_, mut run)) = best else {
-        bail!("no mining run")
+    let mut run = match (current.take(), best.take()) {
+        (Some(run), _) => run,
+        (None, Some((_, run))) => run,
+        (None, None) => Run::new(d, cfg, seed, device)?,
     };
-    run.train(screen..cfg.steps, cfg, &batches, &bar)?;
+    if step == 0 {
+        step = screen;
+        run.tail = (0.0, 0);
+    }
+    run.train(
+        screen,
+        step..cfg.steps,
+        cfg,
+        &batches,
+        &bar,
+        &mut |next, run| save(restarts, next, run, &None),
+    )?;
     bar.finish_and_clear();
 
     let labels = label(&run.model, &obs, &next, d, device)?;
@@ -435,6 +558,9 @@ pub fn mine(data: &Dataset, cfg: &MiningConfig, seed: u64, device: &Device) -> R
         usage,
     })
 }
+
+/// The checkpoint stage name of mining.
+const STAGE: &str = "mining";
 
 /// The arg-min latent action of every transition (standardised inputs). Identical
 /// transitions get the same label, so each distinct (s, s') is evaluated once.

@@ -127,6 +127,14 @@ pub fn copy_vars(src: &VarMap, dst: &VarMap) -> Result<()> {
     Ok(())
 }
 
+/// A borrowed view of an [`Adam`]'s state: `(name, parameters, m, v)` per variable.
+pub struct AdamState<'a> {
+    pub tensors: Vec<(&'a str, &'a [f32], &'a [f32], &'a [f32])>,
+    pub t: i32,
+    pub lr: f64,
+    pub weight_decay: f64,
+}
+
 /// Adam (Kingma & Ba) with L2 weight decay added to the gradient, as PyTorch's `Adam`.
 /// The moments live in host vectors: one read of the gradient and one write of the
 /// parameter per variable and step.
@@ -190,6 +198,68 @@ impl Adam {
         self.m[i][r.clone()].fill(0.0);
         self.v[i][r].fill(0.0);
         var.set(&Tensor::from_slice(&self.p[i], var.dims(), var.device())?)?;
+        Ok(())
+    }
+
+    /// Everything a checkpoint needs to continue exactly: per variable (sorted by name)
+    /// its parameters and moments, plus the step count and learning rate.
+    pub fn state(&self) -> AdamState<'_> {
+        AdamState {
+            tensors: self
+                .vars
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| {
+                    (
+                        n.as_str(),
+                        self.p[i].as_slice(),
+                        self.m[i].as_slice(),
+                        self.v[i].as_slice(),
+                    )
+                })
+                .collect(),
+            t: self.t,
+            lr: self.lr,
+            weight_decay: self.weight_decay,
+        }
+    }
+
+    /// Names of the variables this optimiser updates, sorted.
+    pub fn var_names(&self) -> Vec<String> {
+        self.vars.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Restores a saved [`Adam::state`]: `(parameters, m, v)` per variable in
+    /// [`Adam::var_names`] order. The variables take the saved parameters.
+    pub fn restore(
+        &mut self,
+        t: i32,
+        lr: f64,
+        arrays: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)>,
+    ) -> Result<()> {
+        if arrays.len() != self.vars.len() {
+            bail!(
+                "checkpoint holds {} optimiser arrays, the network has {}",
+                arrays.len(),
+                self.vars.len()
+            );
+        }
+        for (i, (p, m, v)) in arrays.into_iter().enumerate() {
+            let var = &self.vars[i].1;
+            let n = var.elem_count();
+            if p.len() != n || m.len() != n || v.len() != n {
+                bail!(
+                    "checkpoint arrays of `{}` do not match its size {n}",
+                    self.vars[i].0
+                );
+            }
+            var.set(&Tensor::from_slice(&p, var.dims(), var.device())?)?;
+            self.p[i] = p;
+            self.m[i] = m;
+            self.v[i] = v;
+        }
+        self.t = t;
+        self.lr = lr;
         Ok(())
     }
 

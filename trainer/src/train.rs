@@ -1,5 +1,6 @@
 //! The whole pipeline on one dataset: labels, Q-learning, export, and the run directory.
 
+use crate::checkpoint::{Checkpointer, State};
 use crate::data::{Actions, Dataset};
 use crate::export::ValueModel;
 use crate::labels::{self, LabelSource, Labelled};
@@ -84,9 +85,42 @@ pub struct Trained {
 
 /// Labels the data, learns Q, and builds the exportable value model.
 pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Trained> {
+    train_resumable(data, cfg, device, None)
+}
+
+/// [`train`], checkpointed through `ckpt`; a resumed run skips finished stages and ends
+/// with the same model as an uninterrupted one.
+pub fn train_resumable(
+    data: &Dataset,
+    cfg: &TrainConfig,
+    device: &Device,
+    mut ckpt: Option<&mut Checkpointer>,
+) -> Result<Trained> {
     let mut timings = vec![];
     let t = Instant::now();
-    let labelled = labels::make(cfg.labels, data, &cfg.mining, cfg.seed, device)?;
+    let labelled = match ckpt.as_deref().map(|c| restore_labels(c.done())) {
+        Some(Some(l)) => l?,
+        _ => {
+            let l = labels::make_resumable(
+                cfg.labels,
+                data,
+                &cfg.mining,
+                cfg.seed,
+                device,
+                ckpt.as_deref_mut(),
+            )?;
+            if let Some(c) = ckpt.as_deref_mut() {
+                let mut st = State::default();
+                st.put_u32("labels", l.labels.clone());
+                if let Some(loss) = &l.mining_loss {
+                    st.put_f32("mining_loss", loss.clone());
+                }
+                st.set("num_actions", json!(l.num_actions));
+                c.finish_stage(LABELS, st)?;
+            }
+            l
+        }
+    };
     timings.push((
         format!("labels ({})", cfg.labels.key()),
         t.elapsed().as_secs_f64(),
@@ -152,8 +186,8 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
                 QKind::Cql => "cql",
                 _ => "dqn",
             };
-            let net = qlearn::dqn(
-                qdata, &qlabels, qk, &cfg.dqn, variant, None, cfg.seed, device,
+            let net = qlearn::dqn_resumable(
+                qdata, &qlabels, qk, &cfg.dqn, variant, None, cfg.seed, device, ckpt,
             )?;
             timings.push((format!("Q-learning ({name})"), t.elapsed().as_secs_f64()));
             info.insert("q".to_string(), name.to_string());
@@ -191,6 +225,25 @@ pub fn train(data: &Dataset, cfg: &TrainConfig, device: &Device) -> Result<Train
         }
     };
     Ok(out)
+}
+
+/// The checkpoint stage name of labelling.
+const LABELS: &str = "labels";
+
+/// The labels a finished labelling stage left in a checkpoint, if it finished.
+fn restore_labels(done: &State) -> Option<Result<Labelled>> {
+    done.meta.get("done")?.get(LABELS)?;
+    Some((|| {
+        let d: &Value = done.get("done")?;
+        let num_actions = d[LABELS]["num_actions"]
+            .as_u64()
+            .context("checkpoint: number of labels missing")? as usize;
+        Ok(Labelled {
+            labels: done.u32("done.labels")?.to_vec(),
+            num_actions,
+            mining_loss: done.f32("done.mining_loss").ok().map(<[f32]>::to_vec),
+        })
+    })())
 }
 
 /// Indices of the transitions whose label is among the `n` most used (ties: lower label
@@ -332,6 +385,50 @@ fn summary(data: &Dataset, cfg: &TrainConfig, tr: &Trained, m: &Value, source: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kill right after any checkpoint (mid-screening, mid-mining, mid-Q-learning, BCQ
+    /// included) and a resume give the same model bytes as an uninterrupted run.
+    #[test]
+    fn resumed_runs_end_with_the_uninterrupted_model() {
+        use crate::checkpoint::{Checkpointer, Interrupted};
+        let device = Device::Cpu;
+        let data = crate::envs::maze2d::Maze::named("umaze")
+            .unwrap()
+            .generate(3000, 500, 3);
+        let mut cfg = TrainConfig::continuous();
+        cfg.q = QKind::Bcq;
+        cfg.mining.steps = 200;
+        cfg.mining.batch_size = 64;
+        cfg.dqn.steps = 300;
+        cfg.dqn.target_update = 50;
+        cfg.distill.steps = 50;
+        let bytes = |t: &Trained| t.model.to_bytes(false).unwrap();
+        let reference = bytes(&train(&data, &cfg, &device).unwrap());
+        let id = |cfg: &TrainConfig| {
+            let mut m = serde_json::Map::new();
+            m.insert("config".into(), serde_json::to_value(cfg).unwrap());
+            m
+        };
+        // Screening is 60 steps per restart (0.3 of 200), so progress 70 lies in the second
+        // restart and 150 in the main phase.
+        for (stage, step) in [("mining", 70), ("mining", 150), ("q-learning", 120)] {
+            let dir = tempfile::tempdir().unwrap();
+            let every = std::time::Duration::from_secs(3600);
+            let mut c = Checkpointer::new(dir.path(), every, id(&cfg));
+            c.interrupt_at = Some((stage.to_string(), step));
+            let e = train_resumable(&data, &cfg, &device, Some(&mut c))
+                .err()
+                .expect("interrupted");
+            assert!(e.downcast_ref::<Interrupted>().is_some(), "{e:#}");
+            let mut c = Checkpointer::resume(dir.path(), every, id(&cfg)).unwrap();
+            let resumed = train_resumable(&data, &cfg, &device, Some(&mut c)).unwrap();
+            assert!(bytes(&resumed) == reference, "{stage} {step}");
+            // Another run's checkpoint is refused.
+            let mut other = cfg.clone();
+            other.seed = 9;
+            assert!(Checkpointer::resume(dir.path(), every, id(&other)).is_err());
+        }
+    }
 
     #[test]
     fn top_labels_keep_the_most_used() {

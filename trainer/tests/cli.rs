@@ -284,3 +284,79 @@ fn reproduce_maze2d_small() {
     }
     assert!(out.join("maze.npz").exists() && out.join("report.txt").exists());
 }
+
+/// `laq train --resume` after a real kill (SIGKILL, at whatever step the process had
+/// reached) writes the same model as an uninterrupted run; a fresh run refuses a
+/// directory holding an unfinished one.
+#[test]
+fn train_resumes_after_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    ok(&[
+        "gen",
+        "maze2d",
+        "--steps",
+        "20000",
+        "--seed",
+        "4",
+        "--out",
+        &p("m.npz"),
+    ]);
+    let args = |out: &str| {
+        vec![
+            "train".to_string(),
+            "--data".into(),
+            p("m.npz"),
+            "--out".into(),
+            out.to_string(),
+            "--mining-steps".into(),
+            "600".into(),
+            "--dqn-steps".into(),
+            "3000".into(),
+            "--seed".into(),
+            "2".into(),
+        ]
+    };
+    ok(&args(&p("whole"))
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
+
+    let mut a = args(&p("killed"));
+    a.extend(["--checkpoint-secs".into(), "0".into()]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_laq"))
+        .args(&a)
+        .env("LAQ_QUIET", "1")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ckpt = dir.path().join("killed").join("checkpoint.safetensors");
+    let t = std::time::Instant::now();
+    while !ckpt.exists() && t.elapsed().as_secs() < 120 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Let it run past the first checkpoints, then kill it mid-run.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        ckpt.exists() && !dir.path().join("killed/value.safetensors").exists(),
+        "the run finished before it could be killed"
+    );
+    let again = laq(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && err.contains("--resume"), "{err}");
+
+    let out = ok(&["train", "--resume", &p("killed")]);
+    assert!(out.contains("wrote"), "{out}");
+    assert!(!ckpt.exists(), "the checkpoint outlived the run");
+    let read = |d: &str| std::fs::read(dir.path().join(d).join("value.safetensors")).unwrap();
+    assert!(read("whole") == read("killed"), "resumed model differs");
+
+    let none = laq(&["train", "--resume", &p("whole")]);
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(
+        !none.status.success() && err.contains("checkpoint.safetensors"),
+        "{err}"
+    );
+}
