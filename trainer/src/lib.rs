@@ -17,6 +17,7 @@ pub mod data;
 pub mod envs;
 pub mod eval;
 pub mod export;
+pub mod inspect;
 pub mod io;
 pub mod labels;
 pub mod mining;

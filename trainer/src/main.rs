@@ -60,6 +60,20 @@ enum Cmd {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// Describe a dataset (sizes, rewards, episodes, problems) or a model (layers,
+    /// normalisation, footprint on a microcontroller).
+    Inspect {
+        file: PathBuf,
+        /// Flash budget of the target MCU for a model, e.g. `256K` or `1M`.
+        #[arg(long, value_parser = parse_bytes)]
+        flash: Option<usize>,
+        /// RAM budget of the target MCU for a model, e.g. `64K`.
+        #[arg(long, value_parser = parse_bytes)]
+        ram: Option<usize>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Reproduce a study of the paper end to end.
     Reproduce {
         #[command(subcommand)]
@@ -248,6 +262,29 @@ fn run(cmd: Cmd) -> Result<()> {
             );
         }
         Cmd::Train(a) => train_cmd(&a, &device)?,
+        Cmd::Inspect {
+            file,
+            flash,
+            ram,
+            json,
+        } => {
+            let budget = match (flash, ram) {
+                (None, None) => None,
+                (f, r) => Some(laq::inspect::Budget {
+                    flash: f.unwrap_or(usize::MAX),
+                    ram: r.unwrap_or(usize::MAX),
+                }),
+            };
+            let (text, j) = laq::inspect::inspect(&file, budget)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&j)?);
+            } else {
+                print!("{text}");
+            }
+            if j["budget"]["fits"] == false {
+                std::process::exit(3);
+            }
+        }
         Cmd::Predict { model, data, out } => {
             let n = laq::predict::predict_csv(&model, &data, &out)?;
             eprintln!("wrote V of {n} observations to {}", out.display());
@@ -447,4 +484,18 @@ fn train_cmd(a: &TrainArgs, device: &candle_core::Device) -> Result<()> {
     print!("{}", std::fs::read_to_string(out.join("summary.txt"))?);
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// A byte count with an optional binary suffix: `4096`, `256K`, `1M`.
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1024),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("`{s}` is not a size in bytes (e.g. 4096, 256K, 1M)"))
 }

@@ -1,0 +1,368 @@
+//! `laq inspect`: what a dataset or a model file holds, what is wrong with it, and
+//! whether a model fits a microcontroller.
+
+use crate::data::{Actions, Dataset};
+use anyhow::{Context, Result};
+use laq_runtime::{Head, Model};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Flash taken by the runtime's code for loading a model with `Model::new_checked` and
+/// evaluating it, on a Cortex-M4F (`size_eval` minus `size_base` in firmware-examples,
+/// release build). The firmware test measures it again and fails if the code grows past
+/// this figure.
+pub const RUNTIME_FLASH_BYTES: usize = 8_484;
+/// Stack used by one evaluation on a Cortex-M4F (painted-stack measurement of
+/// `bench_mcu`), excluding the caller's scratch buffer.
+pub const RUNTIME_STACK_BYTES: usize = 1_968;
+
+/// A microcontroller's memory budget in bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    pub flash: usize,
+    pub ram: usize,
+}
+
+/// Describes a dataset or model file (chosen by its content: a `laq-value` model is a
+/// safetensors file whose metadata says so). Returns the text report and the same
+/// facts as JSON.
+pub fn inspect(path: &Path, budget: Option<Budget>) -> Result<(String, Value)> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if is_model(&bytes) {
+        model(path, bytes, budget)
+    } else {
+        if budget.is_some() {
+            anyhow::bail!(
+                "{} is a dataset; --flash/--ram apply to models",
+                path.display()
+            );
+        }
+        dataset(path)
+    }
+}
+
+fn is_model(bytes: &[u8]) -> bool {
+    safetensors::SafeTensors::read_metadata(bytes)
+        .ok()
+        .and_then(|(_, m)| m.metadata().as_ref()?.get("format").cloned())
+        .is_some_and(|f| f == "laq-value")
+}
+
+fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<(String, Value)> {
+    let size = bytes.len();
+    let m = Model::new_checked(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: invalid laq-value model: {e}", path.display()))?;
+    let vm = crate::export::ValueModel::from_bytes(&bytes)
+        .with_context(|| format!("{}: invalid laq-value model", path.display()))?;
+    let layers: Vec<Value> = (0..m.num_layers())
+        .filter_map(|i| m.layer(i))
+        .map(|l| json!({"inputs": l.inputs, "outputs": l.outputs, "weights": if l.int8 {"i8"} else {"f32"}}))
+        .collect();
+    let scratch_bytes = m.scratch_len() * 4;
+    let ram = scratch_bytes + RUNTIME_STACK_BYTES;
+    let flash = size + RUNTIME_FLASH_BYTES;
+    let mut j = json!({
+        "kind": "model",
+        "file": path.display().to_string(),
+        "format": "laq-value", "version": 1,
+        "bytes": size,
+        "input_dim": m.input_dim(),
+        "outputs": m.output_dim(),
+        "head": match m.head() { Head::MaxQ => "max_q", Head::OneNorm => "one_norm" },
+        "gamma": m.gamma(),
+        "layers": layers,
+        "macs": m.macs(),
+        "input_mean": vm.mean,
+        "input_scale": vm.scale,
+        "density_gate": m.has_density_gate(),
+        "info": vm.info,
+        "footprint": {
+            "flash_bytes": flash, "model_bytes": size, "runtime_code_bytes": RUNTIME_FLASH_BYTES,
+            "ram_bytes": ram, "scratch_bytes": scratch_bytes, "stack_bytes": RUNTIME_STACK_BYTES,
+        },
+    });
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}: laq-value model, version 1, {size} bytes",
+        path.display()
+    );
+    let _ = writeln!(
+        s,
+        "  V(s) over {} inputs, head {}, gamma {}",
+        m.input_dim(),
+        j["head"].as_str().unwrap_or("?"),
+        m.gamma()
+    );
+    for (i, l) in (0..m.num_layers()).filter_map(|i| m.layer(i)).enumerate() {
+        let _ = writeln!(
+            s,
+            "  layer {i}: {} -> {} ({} weights){}",
+            l.inputs,
+            l.outputs,
+            if l.int8 { "i8" } else { "f32" },
+            if i + 1 < m.num_layers() { ", relu" } else { "" }
+        );
+    }
+    let _ = writeln!(s, "  {} multiply-accumulates per evaluation", m.macs());
+    let _ = writeln!(
+        s,
+        "  input normalisation: x = (s - mean) * scale, mean {}, scale {}",
+        short(&vm.mean),
+        short(&vm.scale)
+    );
+    let _ = writeln!(
+        s,
+        "  density gate: {}",
+        match m.density_threshold() {
+            Some(t) => format!("yes (threshold {t})"),
+            None => "no".into(),
+        }
+    );
+    if !vm.info.is_empty() {
+        let info: Vec<String> = vm.info.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(s, "  info: {}", info.join(", "));
+    }
+    let _ = writeln!(
+        s,
+        "  footprint on a Cortex-M4F: flash {flash} B (model {size} + runtime code {RUNTIME_FLASH_BYTES}), \
+         RAM {ram} B (scratch {scratch_bytes} + stack {RUNTIME_STACK_BYTES})"
+    );
+    if let Some(b) = budget {
+        let fits_flash = flash <= b.flash;
+        let fits_ram = ram <= b.ram;
+        let _ = writeln!(
+            s,
+            "  budget flash {} B: {}; RAM {} B: {}",
+            b.flash,
+            if fits_flash { "fits" } else { "does NOT fit" },
+            b.ram,
+            if fits_ram { "fits" } else { "does NOT fit" }
+        );
+        j["budget"] = json!({"flash": b.flash, "ram": b.ram, "fits": fits_flash && fits_ram,
+                             "fits_flash": fits_flash, "fits_ram": fits_ram});
+    }
+    Ok((s, j))
+}
+
+fn short(v: &[f32]) -> String {
+    let shown: Vec<String> = v.iter().take(6).map(|x| format!("{x:.4}")).collect();
+    if v.len() > 6 {
+        format!("[{}, ... {} values]", shown.join(", "), v.len())
+    } else {
+        format!("[{}]", shown.join(", "))
+    }
+}
+
+/// Episode boundaries: after a terminal or a timeout.
+fn episode_lengths(d: &Dataset) -> Vec<usize> {
+    let mut out = vec![];
+    let mut len = 0;
+    for i in 0..d.len() {
+        len += 1;
+        let end = d.terminals[i] || d.timeouts.as_ref().is_some_and(|t| t[i]);
+        if end || i + 1 == d.len() {
+            out.push(len);
+            len = 0;
+        }
+    }
+    out
+}
+
+fn dataset(path: &Path) -> Result<(String, Value)> {
+    let d = Dataset::load(path)?;
+    let n = d.len();
+    let dim = d.obs_dim();
+    let mut problems: Vec<String> = vec![];
+    // Within an episode, the next observation should be the following row's observation;
+    // a mismatch means the rows are not in time order or episodes are not marked.
+    let mut breaks = 0usize;
+    for i in 0..n.saturating_sub(1) {
+        let end = d.terminals[i] || d.timeouts.as_ref().is_some_and(|t| t[i]);
+        if !end && d.next_obs(i) != d.obs(i + 1) {
+            breaks += 1;
+        }
+    }
+    if breaks > 0 {
+        problems.push(format!(
+            "{breaks} transitions whose next observation is not the following row's observation \
+             without an episode end between them (rows out of order, or missing terminals/timeouts)"
+        ));
+    }
+    let mut lo = vec![f32::INFINITY; dim];
+    let mut hi = vec![f32::NEG_INFINITY; dim];
+    for row in d.observations.chunks_exact(dim.max(1)) {
+        for j in 0..dim {
+            lo[j] = lo[j].min(row[j]);
+            hi[j] = hi[j].max(row[j]);
+        }
+    }
+    let constant = (0..dim).filter(|&j| lo[j] == hi[j]).count();
+    if constant > 0 && dim <= 64 {
+        problems.push(format!(
+            "{constant} observation dimension(s) never change: {:?}",
+            (0..dim).filter(|&j| lo[j] == hi[j]).collect::<Vec<_>>()
+        ));
+    }
+    let unchanged = (0..n).filter(|&i| d.obs(i) == d.next_obs(i)).count();
+    if unchanged * 2 > n {
+        problems.push(format!(
+            "{unchanged} of {n} transitions do not change the observation"
+        ));
+    }
+    let rewarded = d.rewards.iter().filter(|&&r| r != 0.0).count();
+    if rewarded == 0 {
+        problems.push("no transition has a reward: every value will be 0".into());
+    }
+    let (rmin, rmax) = d
+        .rewards
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &r| {
+            (a.min(r), b.max(r))
+        });
+    let rmean = d.rewards.iter().map(|&r| r as f64).sum::<f64>() / n.max(1) as f64;
+    let eps = episode_lengths(&d);
+    let terminals = d.terminals.iter().filter(|&&t| t).count();
+    let timeouts = d
+        .timeouts
+        .as_ref()
+        .map(|t| t.iter().filter(|&&x| x).count());
+    let actions = match &d.actions {
+        None => json!(null),
+        Some(Actions::Discrete(a)) => {
+            let mut distinct: Vec<i64> = a.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            json!({"kind": "discrete", "distinct": distinct.len(),
+                   "min": distinct.first(), "max": distinct.last()})
+        }
+        Some(Actions::Continuous { dim, .. }) => json!({"kind": "continuous", "dim": dim}),
+    };
+    let j = json!({
+        "kind": "dataset",
+        "file": path.display().to_string(),
+        "transitions": n,
+        "obs_shape": d.obs_shape,
+        "obs_min": if dim <= 64 { json!(lo) } else { json!(null) },
+        "obs_max": if dim <= 64 { json!(hi) } else { json!(null) },
+        "rewards": {"min": rmin, "max": rmax, "mean": rmean, "nonzero": rewarded},
+        "episodes": {"count": eps.len(), "min_len": eps.iter().min(), "max_len": eps.iter().max(),
+                     "mean_len": n as f64 / eps.len().max(1) as f64},
+        "terminals": terminals,
+        "timeouts": timeouts,
+        "actions": actions,
+        "problems": problems,
+    });
+    let mut s = String::new();
+    let _ = writeln!(s, "{}: dataset, {n} transitions", path.display());
+    let _ = writeln!(
+        s,
+        "  observation shape {:?} ({dim} values, f32)",
+        d.obs_shape
+    );
+    if dim <= 16 {
+        for j in 0..dim {
+            let _ = writeln!(s, "    dim {j}: {:.4} .. {:.4}", lo[j], hi[j]);
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  rewards: min {rmin}, max {rmax}, mean {rmean:.4}, {rewarded} non-zero ({:.2}%)",
+        100.0 * rewarded as f64 / n.max(1) as f64
+    );
+    let _ = writeln!(
+        s,
+        "  episodes: {} (length {}..{}, mean {:.1}); {terminals} terminals, {}",
+        eps.len(),
+        eps.iter().min().copied().unwrap_or(0),
+        eps.iter().max().copied().unwrap_or(0),
+        n as f64 / eps.len().max(1) as f64,
+        match timeouts {
+            Some(t) => format!("{t} timeouts"),
+            None => "no timeouts array".into(),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  actions: {}",
+        match &d.actions {
+            None => "none (state-only: what LAQ needs)".to_string(),
+            Some(Actions::Discrete(_)) => format!(
+                "discrete, {} distinct (kept for evaluation only)",
+                j["actions"]["distinct"]
+            ),
+            Some(Actions::Continuous { dim, .. }) =>
+                format!("continuous, {dim} per step (kept for evaluation only)"),
+        }
+    );
+    if problems.is_empty() {
+        let _ = writeln!(s, "  problems: none found");
+    } else {
+        for p in &problems {
+            let _ = writeln!(s, "  problem: {p}");
+        }
+    }
+    Ok((s, j))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datasets_report_episodes_and_problems() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.npz");
+        let m = crate::envs::maze2d::Maze::named("umaze").unwrap();
+        m.generate(2000, 500, 1).save(&p).unwrap();
+        let (text, j) = inspect(&p, None).unwrap();
+        assert_eq!(j["transitions"], 2000);
+        assert_eq!(j["episodes"]["count"], 4);
+        assert_eq!(j["problems"].as_array().unwrap().len(), 0, "{text}");
+        assert!(text.contains("continuous, 2 per step"), "{text}");
+
+        // Shuffled rows break the time order inside episodes.
+        let d = m.generate(2000, 500, 1);
+        let idx: Vec<usize> = (0..2000).rev().collect();
+        d.select(&idx).save(&p).unwrap();
+        let (_, j) = inspect(&p, None).unwrap();
+        assert!(j["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("not the following row"));
+        assert!(inspect(&p, Some(Budget { flash: 1, ram: 1 })).is_err());
+    }
+
+    #[test]
+    fn models_report_layers_and_budget() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/gridworld");
+        let p = root.join("value.safetensors");
+        let (text, j) = inspect(
+            &p,
+            Some(Budget {
+                flash: 1 << 20,
+                ram: 1 << 16,
+            }),
+        )
+        .unwrap();
+        assert_eq!(j["kind"], "model");
+        assert_eq!(j["input_dim"], 2);
+        assert_eq!(j["budget"]["fits"], true, "{text}");
+        let (_, j) = inspect(
+            &p,
+            Some(Budget {
+                flash: 4096,
+                ram: 1 << 16,
+            }),
+        )
+        .unwrap();
+        assert_eq!(j["budget"]["fits_flash"], false);
+        // A truncated model is a model that fails validation, not a dataset.
+        let bytes = std::fs::read(&p).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.safetensors");
+        std::fs::write(&bad, &bytes[..bytes.len() - 8]).unwrap();
+        assert!(inspect(&bad, None).is_err());
+    }
+}
