@@ -60,6 +60,11 @@ enum Cmd {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// Print settings as TOML: `laq config default > laq.toml`, edit, `laq train --config laq.toml`.
+    Config {
+        #[command(subcommand)]
+        what: ConfigCmd,
+    },
     /// Describe a dataset (sizes, rewards, episodes, problems) or a model (layers,
     /// normalisation, footprint on a microcontroller).
     Inspect {
@@ -87,6 +92,17 @@ enum Cmd {
         /// Also write the figures as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Every training setting with its default value.
+    Default {
+        /// Print the defaults `laq train` picks for this dataset (continuous states get a
+        /// smaller forward model with larger batches).
+        #[arg(long)]
+        data: Option<PathBuf>,
     },
 }
 
@@ -165,28 +181,38 @@ enum Study {
 #[derive(Args)]
 struct TrainArgs {
     /// Dataset (`.npz` or `.safetensors`, see docs/dataset-format.md).
-    #[arg(long, required_unless_present = "resume")]
+    #[arg(long, required_unless_present_any = ["resume", "repeat"])]
     data: Option<PathBuf>,
     /// Run directory for the model, labels, metrics and summary.
     #[arg(long, required_unless_present = "resume")]
     out: Option<PathBuf>,
     /// Continue the interrupted run in this directory, with its saved settings and data
     /// (other training options are ignored).
-    #[arg(long, conflicts_with_all = ["data", "out"])]
+    #[arg(long, conflicts_with_all = ["data", "out", "repeat"])]
     resume: Option<PathBuf>,
+    /// Repeat the finished run in this directory (its `config.toml` and the dataset named
+    /// in its `run.json`, checked by fingerprint) into `--out`.
+    #[arg(long, conflicts_with_all = ["data", "config"])]
+    repeat: Option<PathBuf>,
     /// Seconds between checkpoints of a long run (`DIR/checkpoint.safetensors`, removed
     /// when the run completes).
     #[arg(long, default_value_t = 60.0)]
     checkpoint_secs: f64,
-    #[arg(long, value_enum, default_value = "latent")]
-    labels: LabelSource,
-    #[arg(long, value_enum, default_value = "auto")]
-    q: QKind,
-    /// Number of latent actions K.
-    #[arg(long, default_value_t = 8)]
-    latent_actions: usize,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// Settings from a TOML file (`laq config default > laq.toml`); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Label source (default: latent).
+    #[arg(long, value_enum)]
+    labels: Option<LabelSource>,
+    /// Q-learning (default: auto).
+    #[arg(long, value_enum)]
+    q: Option<QKind>,
+    /// Number of latent actions K (default: 8).
+    #[arg(long)]
+    latent_actions: Option<usize>,
+    /// Seed of every random choice (default: 0).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Forward-model training steps (default: 3000).
     #[arg(long)]
     mining_steps: Option<usize>,
@@ -262,6 +288,18 @@ fn run(cmd: Cmd) -> Result<()> {
             );
         }
         Cmd::Train(a) => train_cmd(&a, &device)?,
+        Cmd::Config {
+            what: ConfigCmd::Default { data },
+        } => {
+            let cfg = match data {
+                Some(d) => TrainConfig::for_data(&Dataset::load(&d)?),
+                None => TrainConfig::default(),
+            };
+            println!(
+                "# laq training settings; `laq train --config FILE` reads them and flags override."
+            );
+            print!("{}", cfg.to_toml()?);
+        }
         Cmd::Inspect {
             file,
             flash,
@@ -381,17 +419,34 @@ fn run(cmd: Cmd) -> Result<()> {
 
 /// The settings of a fresh run: defaults that suit the data, then the flags.
 fn train_config(a: &TrainArgs, data: &Dataset) -> Result<TrainConfig> {
-    let mut cfg = TrainConfig {
-        labels: a.labels,
-        q: a.q,
-        seed: a.seed,
-        ..TrainConfig::for_data(data)
+    let base = TrainConfig::for_data(data);
+    let mut cfg = match &a.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            base.overlay_toml(&text)
+                .with_context(|| format!("invalid settings in {}", path.display()))?
+        }
+        None => base,
     };
-    cfg.mining.latent_actions = a.latent_actions;
+    if let Some(l) = a.labels {
+        cfg.labels = l;
+    }
+    if let Some(q) = a.q {
+        cfg.q = q;
+    }
+    if let Some(seed) = a.seed {
+        cfg.seed = seed;
+    }
+    if let Some(k) = a.latent_actions {
+        cfg.mining.latent_actions = k;
+    }
     if let Some(s) = a.mining_steps {
         cfg.mining.steps = s;
     }
-    cfg.top_actions = a.top_actions;
+    if a.top_actions.is_some() {
+        cfg.top_actions = a.top_actions;
+    }
     if let Some(r) = a.mining_restarts {
         cfg.mining.restarts = r;
     }
@@ -431,7 +486,7 @@ fn train_cmd(a: &TrainArgs, device: &candle_core::Device) -> Result<()> {
                 .context("the checkpoint does not name its dataset")?;
             (PathBuf::from(data), dir.clone(), Some(cfg))
         }
-        (None, Some(data), Some(out)) => {
+        (None, data, Some(out)) if data.is_some() || a.repeat.is_some() => {
             if out.join(checkpoint::FILE).exists() {
                 anyhow::bail!(
                     "{} holds an unfinished run ({}): continue it with `laq train --resume {}`, \
@@ -441,11 +496,28 @@ fn train_cmd(a: &TrainArgs, device: &candle_core::Device) -> Result<()> {
                     out.display()
                 );
             }
-            (data.clone(), out.clone(), None)
+            match (&a.repeat, data) {
+                (Some(dir), _) => {
+                    let (data, cfg) = repeat_of(dir)?;
+                    (data, out.clone(), Some(cfg))
+                }
+                (None, Some(data)) => (data.clone(), out.clone(), None),
+                (None, None) => anyhow::bail!("`laq train` needs --data"),
+            }
         }
         _ => anyhow::bail!("`laq train` needs --data and --out, or --resume DIR"),
     };
     let data = Dataset::load(&data_path)?;
+    if let Some(dir) = &a.repeat {
+        let run = read_json(&dir.join("run.json"))?;
+        if run["data_fingerprint"].as_str() != Some(&checkpoint::fingerprint(&data)) {
+            anyhow::bail!(
+                "{} is not the dataset {} was trained on (fingerprint differs)",
+                data_path.display(),
+                dir.display()
+            );
+        }
+    }
     let cfg = match saved {
         Some(cfg) => cfg,
         None => train_config(a, &data)?,
@@ -498,4 +570,24 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         .ok()
         .and_then(|n| n.checked_mul(mult))
         .ok_or_else(|| format!("`{s}` is not a size in bytes (e.g. 4096, 256K, 1M)"))
+}
+
+fn read_json(path: &std::path::Path) -> Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
+}
+
+/// The dataset and settings of a finished run directory.
+fn repeat_of(dir: &std::path::Path) -> Result<(PathBuf, TrainConfig)> {
+    let run = read_json(&dir.join("run.json"))?;
+    let data = run["data"]
+        .as_str()
+        .with_context(|| format!("{} names no dataset", dir.join("run.json").display()))?;
+    let path = dir.join("config.toml");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let cfg: TrainConfig =
+        toml::from_str(&text).with_context(|| format!("invalid settings in {}", path.display()))?;
+    Ok((PathBuf::from(data), cfg))
 }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-/// Every setting of a training run; written to the run directory as `config.json`.
+/// Every setting of a training run; written to the run directory as `config.toml`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrainConfig {
     pub labels: LabelSource,
@@ -57,6 +57,23 @@ impl TrainConfig {
         }
     }
 
+    /// The settings as TOML, every key present (`laq config default`).
+    pub fn to_toml(&self) -> Result<String> {
+        Ok(toml::to_string(self)?)
+    }
+
+    /// These settings with the keys of a TOML document replaced. A partial document
+    /// keeps the rest; a key that is not a setting is an error naming it (a typo must not
+    /// silently train with the default).
+    pub fn overlay_toml(&self, text: &str) -> Result<Self> {
+        let user: toml::Table = text.parse().context("not valid TOML")?;
+        let mut base = toml::Table::try_from(self)?;
+        overlay(&mut base, user, "")?;
+        toml::Value::Table(base)
+            .try_into()
+            .context("a setting has the wrong type")
+    }
+
     /// The settings for continuous states.
     pub fn continuous() -> Self {
         let mut cfg = TrainConfig::default();
@@ -67,6 +84,29 @@ impl TrainConfig {
         cfg
     }
 }
+
+fn overlay(base: &mut toml::Table, user: toml::Table, at: &str) -> Result<()> {
+    for (k, v) in user {
+        let path = if at.is_empty() {
+            k.clone()
+        } else {
+            format!("{at}.{k}")
+        };
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(u)) => overlay(b, u, &path)?,
+            (Some(slot), v) => *slot = v,
+            // Optional settings (e.g. `top_actions`) are absent when unset.
+            (None, v) if OPTIONAL.contains(&path.as_str()) => {
+                base.insert(k, v);
+            }
+            (None, _) => anyhow::bail!("unknown setting `{path}`"),
+        }
+    }
+    Ok(())
+}
+
+/// Settings that may be absent from `laq config default` because they are unset.
+const OPTIONAL: [&str; 1] = ["top_actions"];
 
 /// Everything a run produced.
 pub struct Trained {
@@ -308,7 +348,8 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
 }
 
 /// Writes the run directory: `value.safetensors`, `labels.npy`, `metrics.json`,
-/// `config.json` and `summary.txt`. Every file is written atomically.
+/// `config.toml`, `run.json` (data, fingerprint, versions) and `summary.txt`. Every file
+/// is written atomically.
 pub fn write_run(
     dir: &Path,
     data: &Dataset,
@@ -335,10 +376,18 @@ pub fn write_run(
         &dir.join("metrics.json"),
         &serde_json::to_string_pretty(&m)?,
     )?;
-    crate::io::write_text(
-        &dir.join("config.json"),
-        &serde_json::to_string_pretty(cfg)?,
-    )?;
+    crate::io::write_text(&dir.join("config.toml"), &cfg.to_toml()?)?;
+    // Enough to repeat the run from this directory alone (`laq train --repeat DIR`).
+    let run = json!({
+        "data": source,
+        "data_fingerprint": crate::checkpoint::fingerprint(data),
+        "transitions": data.len(),
+        "seed": cfg.seed,
+        "laq_version": env!("CARGO_PKG_VERSION"),
+        "model_format": "laq-value 1",
+        "command": format!("laq train --config config.toml --data {source} --out DIR"),
+    });
+    crate::io::write_text(&dir.join("run.json"), &serde_json::to_string_pretty(&run)?)?;
     crate::io::write_text(
         &dir.join("summary.txt"),
         &summary(data, cfg, tr, &m, source),
@@ -428,6 +477,33 @@ mod tests {
             other.seed = 9;
             assert!(Checkpointer::resume(dir.path(), every, id(&other)).is_err());
         }
+    }
+
+    #[test]
+    fn settings_round_trip_through_toml_and_reject_typos() {
+        let cfg = TrainConfig::continuous();
+        let text = cfg.to_toml().unwrap();
+        let back = TrainConfig::default().overlay_toml(&text).unwrap();
+        assert_eq!(back.to_toml().unwrap(), text);
+        let part = TrainConfig::default()
+            .overlay_toml("seed = 7\ntop_actions = 4\n[dqn]\nsteps = 10\n")
+            .unwrap();
+        assert_eq!(
+            (part.seed, part.top_actions, part.dqn.steps),
+            (7, Some(4), 10)
+        );
+        assert_eq!(part.mining.steps, TrainConfig::default().mining.steps);
+        let e = TrainConfig::default()
+            .overlay_toml("[dqn]\nstep = 10\n")
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("unknown setting `dqn.step`"),
+            "{e:#}"
+        );
+        let e = TrainConfig::default()
+            .overlay_toml("seed = \"x\"")
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("wrong type"), "{e:#}");
     }
 
     #[test]

@@ -360,3 +360,58 @@ fn train_resumes_after_a_kill() {
         "{err}"
     );
 }
+
+/// A TOML file from `laq config default` drives `laq train`, flags override it, and a run
+/// directory alone is enough to repeat the run bit for bit.
+#[test]
+fn config_files_and_repeated_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    ok(&[
+        "gen",
+        "gridworld",
+        "--episodes",
+        "300",
+        "--out",
+        &p("g.npz"),
+    ]);
+    let toml = ok(&["config", "default", "--data", &p("g.npz")]);
+    let toml = toml.replace("steps = 3000", "steps = 400");
+    std::fs::write(p("laq.toml"), &toml).unwrap();
+    ok(&[
+        "train",
+        "--data",
+        &p("g.npz"),
+        "--out",
+        &p("a"),
+        "--config",
+        &p("laq.toml"),
+        "--seed",
+        "5",
+    ]);
+    let saved = std::fs::read_to_string(dir.path().join("a/config.toml")).unwrap();
+    assert!(
+        saved.contains("seed = 5") && saved.contains("steps = 400"),
+        "{saved}"
+    );
+    ok(&["train", "--repeat", &p("a"), "--out", &p("b")]);
+    let read = |d: &str| std::fs::read(dir.path().join(d).join("value.safetensors")).unwrap();
+    assert!(read("a") == read("b"));
+
+    std::fs::write(p("bad.toml"), "[mining]\nstepz = 3\n").unwrap();
+    let out = laq(&[
+        "train",
+        "--data",
+        &p("g.npz"),
+        "--out",
+        &p("c"),
+        "--config",
+        &p("bad.toml"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("mining.stepz") && err.contains("bad.toml"),
+        "{err}"
+    );
+    assert!(!dir.path().join("c/value.safetensors").exists());
+}
