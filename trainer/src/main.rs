@@ -24,6 +24,12 @@ struct Cli {
     /// Worker threads for tensor operations (default 1: fastest for LAQ's small networks).
     #[arg(long, global = true)]
     threads: Option<usize>,
+    /// More detail in the log (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only warnings and errors; no progress bars.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -235,6 +241,11 @@ struct TrainArgs {
 fn main() {
     let cli = Cli::parse();
     laq::default_threads(cli.threads);
+    laq::progress::init(if cli.quiet {
+        -1
+    } else {
+        cli.verbose.min(2) as i8
+    });
     if let Err(e) = run(cli.cmd) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -258,7 +269,7 @@ fn run(cmd: Cmd) -> Result<()> {
             }
             let data = GridWorld::default().generate(episodes, seed, sticky);
             data.save(&out)?;
-            eprintln!(
+            log::info!(
                 "wrote {} transitions from {episodes} episodes to {}",
                 data.len(),
                 out.display()
@@ -281,7 +292,7 @@ fn run(cmd: Cmd) -> Result<()> {
             let data = maze.generate(steps, episode_len, seed);
             data.save(&out)?;
             let rewarded = data.rewards.iter().filter(|&&r| r > 0.0).count();
-            eprintln!(
+            log::info!(
                 "wrote {} transitions ({rewarded} rewarded) of the {layout} maze to {}",
                 data.len(),
                 out.display()
@@ -325,7 +336,7 @@ fn run(cmd: Cmd) -> Result<()> {
         }
         Cmd::Predict { model, data, out } => {
             let n = laq::predict::predict_csv(&model, &data, &out)?;
-            eprintln!("wrote V of {n} observations to {}", out.display());
+            log::info!("wrote V of {n} observations to {}", out.display());
         }
         Cmd::Export {
             model,
@@ -347,13 +358,13 @@ fn run(cmd: Cmd) -> Result<()> {
                     laq::quantize::calibrate_int8(&m, &states, &Default::default(), &device)?
                 }
                 (None, true) => {
-                    eprintln!("note: without --data the weights are only rounded; calibration states make int8 more faithful");
+                    log::warn!("without --data the weights are only rounded; calibration states make int8 more faithful");
                     m
                 }
                 _ => m,
             };
             m.save(&out, int8)?;
-            eprintln!("wrote {}", out.display());
+            log::info!("wrote {}", out.display());
             if let Some(d) = &data {
                 println!("{}", laq::predict::compare(&model, &out, d)?);
             }
@@ -522,7 +533,7 @@ fn train_cmd(a: &TrainArgs, device: &candle_core::Device) -> Result<()> {
         Some(cfg) => cfg,
         None => train_config(a, &data)?,
     };
-    eprintln!(
+    log::info!(
         "{} transitions, observation shape {:?}",
         data.len(),
         data.obs_shape
@@ -539,7 +550,7 @@ fn train_cmd(a: &TrainArgs, device: &candle_core::Device) -> Result<()> {
     );
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut ckpt = if a.resume.is_some() {
-        eprintln!("resuming the run in {}", out.display());
+        log::info!("resuming the run in {}", out.display());
         Checkpointer::resume(&out, every, identity)?
     } else {
         Checkpointer::new(&out, every, identity)

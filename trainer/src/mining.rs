@@ -412,6 +412,7 @@ impl Run {
             let loss = train_step(&self.model, &mut self.opt, &s, &s2, forced, usage)? as f64;
             if splitting && (step + 1) % cfg.split_every == 0 {
                 if let Some((dup, bad)) = self.usage.split() {
+                    log::trace!("step {step}: latent action {dup} re-seeded next to {bad}");
                     self.reseed(dup, bad)?;
                 }
                 self.usage = Usage::default();
@@ -425,6 +426,7 @@ impl Run {
             if (step + 1) % (cfg.steps / 10).max(1) == 0 || step + 1 == cfg.steps {
                 let mean = self.acc.0 / self.acc.1 as f64;
                 self.curve.push(mean as f32);
+                log::debug!("mining step {}: mean loss {mean:.4e}", step + 1);
                 bar.set_message(format!("loss {mean:.2e}"));
                 self.acc = (0.0, 0);
             }
@@ -522,6 +524,7 @@ pub fn mine_resumable(
         let loss = run.train(0, step..screen, cfg, &batches, &bar, &mut |next, run| {
             save(r, next, run, &best)
         })?;
+        log::debug!("mining restart {r}: loss {loss:.4e} after {screen} screening steps");
         if best.as_ref().is_none_or(|(l, _)| loss < *l) {
             best = Some((loss, run));
         }

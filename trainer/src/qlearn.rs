@@ -443,6 +443,11 @@ pub fn dqn_resumable(
         acc.1 += 1;
         if (step + 1) % (cfg.steps / 10).max(1) == 0 || step + 1 == cfg.steps {
             curve.push((acc.0 / acc.1 as f64) as f32);
+            log::debug!(
+                "Q-learning step {}: mean TD loss {:.4e}",
+                step + 1,
+                acc.0 / acc.1 as f64
+            );
             bar.set_message(format!("TD loss {:.2e}", acc.0 / acc.1 as f64));
             acc = (0.0, 0);
         }

@@ -165,6 +165,13 @@ pub fn train_resumable(
         format!("labels ({})", cfg.labels.key()),
         t.elapsed().as_secs_f64(),
     ));
+    log::info!(
+        "labelled {} transitions with {} `{}` labels in {:.1} s",
+        labelled.labels.len(),
+        labelled.num_actions,
+        cfg.labels.key(),
+        t.elapsed().as_secs_f64()
+    );
     // Q-learning may see a subset: the transitions of the most used labels, relabelled.
     let kept = match cfg.top_actions {
         Some(0) => anyhow::bail!("--top-actions must be at least 1"),
