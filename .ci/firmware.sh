@@ -7,8 +7,8 @@
 # 2. Builds and lints the runtime for thumbv6m-none-eabi (Cortex-M0, no FPU) and
 #    thumbv7em-none-eabihf (Cortex-M4F, where the assembly kernel is compiled).
 # 3. Fuzzes the model loader for FUZZ_SECONDS (default 60).
-# 4. If the grid model exists, builds the firmware, runs it in QEMU and prints the
-#    size and instruction-count figures (tests/tests/firmware.rs asserts on them).
+# 4. If the grid and maze models exist, builds the firmware, runs it in QEMU and prints
+#    the size and instruction-count figures (tests/tests/firmware.rs asserts on them).
 #
 # Run from anywhere; afterwards `cargo test -p laq-tests --test firmware` can run.
 set -euo pipefail
@@ -54,7 +54,8 @@ step "fuzzing the loader for ${FUZZ_SECONDS}s"
 )
 
 model="${LAQ_GRID_MODEL:-$root/models/gridworld/value.safetensors}"
-if [[ -f "$model" ]]; then
+maze_model="${LAQ_MAZE_MODEL:-$root/models/maze2d/value.safetensors}"
+if [[ -f "$model" && -f "$maze_model" ]]; then
     step "firmware (QEMU mps2-an386, Cortex-M4F)"
     (
         cd firmware-examples
@@ -64,8 +65,9 @@ if [[ -f "$model" ]]; then
               -semihosting-config enable=on,target=native)
         "${qemu[@]}" -kernel "$bin/grid_guide"
         "${qemu[@]}" -icount shift=0 -kernel "$bin/bench_mcu"
-        arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full"
+        "${qemu[@]}" -icount shift=0 -kernel "$bin/maze_guide"
+        arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full" "$bin/maze_guide"
     )
 else
-    step "firmware skipped: $model not found (train the grid model first)"
+    step "firmware skipped: $model or $maze_model not found (train the models first)"
 fi

@@ -1,6 +1,9 @@
-//! Shared pieces of the firmware examples: the grid world's move controllers, an
-//! alignment wrapper for embedded model files, SysTick timing and stack painting.
+//! Shared pieces of the firmware examples: the grid world's move controllers, the
+//! U-maze guidance (`maze`), an alignment wrapper for embedded model files, SysTick
+//! timing and stack painting.
 #![no_std]
+
+pub mod maze;
 
 use laq_runtime::{Controller, Error, Outcome};
 
@@ -29,6 +32,13 @@ pub struct Aligned<T: ?Sized>(pub T);
 pub static GRID_MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
     env!("OUT_DIR"),
     "/grid.safetensors"
+)));
+
+/// The U-maze value model (`models/maze2d/value.safetensors`, copied by `build.rs`), in
+/// flash and 8-aligned.
+pub static MAZE_MODEL: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/maze.safetensors"
 )));
 
 /// The 6x6 grid world the example model was trained on.

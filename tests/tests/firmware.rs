@@ -1,12 +1,14 @@
 //! Firmware golden test: builds `firmware-examples` for thumbv7em-none-eabihf, runs
 //! `grid_guide` in QEMU (mps2-an386, Cortex-M4F) and checks that it reaches the goal
 //! on the optimal path with the same values as the host; then runs `bench_mcu`, which
-//! checks the remaining code paths against the host and prints the performance figures.
+//! checks the remaining code paths against the host and prints the performance figures;
+//! and runs `maze_guide` (value-guided motion primitives in the U-maze) and compares its
+//! outcome from every start with `laq::guide` on the host.
 //!
 //! Needs `qemu-system-arm`, the `thumbv7em-none-eabihf` Rust target and `flip-link`
-//! (`.ci/firmware.sh` installs all three), and the trained grid model
-//! (`models/gridworld/value.safetensors`). A missing prerequisite fails the test with
-//! what to install; it never passes silently.
+//! (`.ci/firmware.sh` installs all three), and the trained grid and maze models
+//! (`models/gridworld/value.safetensors`, `models/maze2d/value.safetensors`). A missing
+//! prerequisite fails the test with what to install; it never passes silently.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -61,21 +63,34 @@ fn require_prerequisites(root: &Path) {
     if !on_path("flip-link") {
         missing.push("flip-link, the firmware's linker (`cargo install flip-link`)".into());
     }
-    let model = std::env::var_os("LAQ_GRID_MODEL")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("models/gridworld/value.safetensors"));
-    if !model.is_file() {
-        missing.push(format!(
-            "the trained grid model {} (train it first, see README)",
-            model.display()
-        ));
+    for (what, model) in [("grid", grid_model(root)), ("maze", maze_model(root))] {
+        if !model.is_file() {
+            missing.push(format!(
+                "the trained {what} model {} (train it first, see README)",
+                model.display()
+            ));
+        }
     }
     assert!(
         missing.is_empty(),
         "firmware test prerequisites missing (.ci/firmware.sh installs the tools):\n  - {}",
         missing.join("\n  - ")
     );
+}
+
+/// The model files the firmware's build script embeds.
+fn grid_model(root: &Path) -> PathBuf {
+    std::env::var_os("LAQ_GRID_MODEL")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("models/gridworld/value.safetensors"))
+}
+
+fn maze_model(root: &Path) -> PathBuf {
+    std::env::var_os("LAQ_MAZE_MODEL")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("models/maze2d/value.safetensors"))
 }
 
 /// Builds the firmware binaries; returns the directory holding them.
@@ -179,4 +194,110 @@ fn grid_guide_runs_in_qemu() {
     println!("{out}");
     assert!(ok, "bench_mcu exited with failure:\n{out}");
     assert!(out.contains("bench_mcu: PASS"), "{out}");
+}
+
+/// The token after `key` in a whitespace-separated line.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let mut it = line.split_whitespace();
+    it.by_ref().find(|t| *t == key);
+    it.next()
+        .unwrap_or_else(|| panic!("no `{key}` in the line `{line}`"))
+}
+
+fn num(line: &str, key: &str) -> f32 {
+    field(line, key)
+        .parse()
+        .unwrap_or_else(|e| panic!("`{key}` in `{line}`: {e}"))
+}
+
+#[test]
+fn maze_guide_runs_in_qemu() {
+    use laq::envs::maze2d::Maze;
+    use laq::envs::unicycle::Pose;
+    use laq::guide::{self, GuideConfig, Policy, Selector};
+
+    let root = repo_root();
+    require_prerequisites(&root);
+    let bin = build_firmware(&root);
+    let (ok, out) = run_qemu(
+        &bin.join("maze_guide"),
+        &["-icount", "shift=0"],
+        Duration::from_secs(120),
+    );
+    println!("{out}");
+    // The firmware checks its decisions against the build script's host run of the same
+    // source (bit for bit).
+    assert!(ok, "maze_guide exited with failure:\n{out}");
+    assert!(
+        out.contains("decisions agree with the host build: true"),
+        "{out}"
+    );
+    assert!(out.contains("maze_guide: PASS"), "{out}");
+
+    // Its settings are the host study's.
+    let cfg = GuideConfig::default();
+    let config = out
+        .lines()
+        .find(|l| l.starts_with("config:"))
+        .expect("config line");
+    assert_eq!(num(config, "drive_length"), cfg.drive_length, "{config}");
+    assert_eq!(num(config, "budget") as usize, cfg.budget, "{config}");
+    assert_eq!(
+        num(config, "heading_tolerance"),
+        cfg.heading_tolerance,
+        "{config}"
+    );
+    assert_eq!(num(config, "wall_margin"), cfg.wall_margin, "{config}");
+
+    // The same starts through `laq::guide` (std's sin and cos, not libm's, so positions
+    // may differ in the last bits): the same outcome per start, decision counts within
+    // 2, the same geodesic shortest path.
+    let maze = Maze::named("umaze").expect("umaze");
+    let bytes = std::fs::read(maze_model(&root)).expect("read the maze model");
+    let model = laq_runtime::Model::new_checked(&bytes).expect("valid maze model");
+    let selector = Selector::Value(model);
+    let geodesic = guide::Geodesic::new(&maze);
+    let starts: Vec<&str> = out.lines().filter(|l| l.starts_with("start ")).collect();
+    assert_eq!(starts.len(), 10, "{out}");
+    let (mut identical, mut successes) = (0, 0);
+    for line in &starts {
+        let start = Pose {
+            x: num(line, "x"),
+            y: num(line, "y"),
+            heading: num(line, "heading"),
+        };
+        let shortest = geodesic
+            .to_target(start.x, start.y)
+            .expect("a reachable start");
+        assert!(
+            (shortest - num(line, "shortest")).abs() < 1e-3,
+            "geodesic {shortest} on the host: {line}"
+        );
+        let run = guide::run_episode(&maze, Policy::LaqValue, &selector, start, shortest, &cfg)
+            .expect("host guidance");
+        let success: bool = field(line, "success").parse().expect("success");
+        let decisions = num(line, "decisions") as usize;
+        assert_eq!(run.success, success, "host {run:?}\nfirmware {line}");
+        assert!(
+            run.decisions.abs_diff(decisions) <= 2,
+            "host {} decisions, firmware: {line}",
+            run.decisions
+        );
+        assert!(
+            (run.spl - num(line, "spl")).abs() < 0.05,
+            "host {run:?}\n{line}"
+        );
+        let choices: String = run.choices.iter().map(|k| k.to_string()).collect();
+        let fw = if decisions == 0 {
+            ""
+        } else {
+            field(line, "choices")
+        };
+        identical += usize::from(choices == fw);
+        successes += usize::from(success);
+    }
+    println!(
+        "maze_guide vs laq::guide: {identical} of {} choice sequences identical, {successes} successes",
+        starts.len()
+    );
 }

@@ -1,0 +1,185 @@
+//! Guides a differential-drive robot through the U-maze with the Maze2D value model
+//! (learned from a point mass's state-only logs), choosing among 8 motion primitives
+//! with `Model::select` (see `laq_firmware_examples::maze` and docs/runtime.md).
+//!
+//! From each of `maze::NUM_STARTS` fixed starts, prints the outcome (success, decisions,
+//! distance travelled, geodesic shortest path, SPL, the choices), then the totals,
+//! instructions per decision (under `-icount shift=0`) and the stack used. Exits with
+//! success only if every start's outcome equals the build script's host run of the same
+//! code on the same model, bit for bit.
+#![no_std]
+#![no_main]
+
+use cortex_m_rt::entry;
+use cortex_m_semihosting::hprintln;
+use laq_firmware_examples::maze::{self, Geodesic, BUDGET, NUM_PRIMITIVES};
+use laq_firmware_examples::{exit, stack, systick, MAZE_MODEL};
+use laq_runtime::{Candidate, Model, Scratch};
+use panic_semihosting as _;
+
+include!(concat!(env!("OUT_DIR"), "/maze_expected.rs"));
+
+fn fail(what: &str, e: laq_runtime::Error) -> ! {
+    hprintln!("error: {}: {}", what, e);
+    exit(false)
+}
+
+/// What an application does, without printing: load the model, build the geodesic
+/// graph, guide one episode. Measured for the stack high-water mark.
+#[inline(never)]
+fn episode_work() -> Option<bool> {
+    let model = Model::new_checked(core::hint::black_box(&MAZE_MODEL.0)).ok()?;
+    let geodesic = Geodesic::new().ok()?;
+    let mut scratch = Scratch::<MAZE_SCRATCH>::new();
+    let mut report = [Candidate::default(); NUM_PRIMITIVES];
+    let mut choices = [0u8; BUDGET];
+    let start = *maze::starts().first()?;
+    let ep = maze::run_episode(
+        &model,
+        start,
+        &mut scratch,
+        &mut report,
+        &mut choices,
+        |_| {},
+    )
+    .ok()?;
+    geodesic.to_target(start.x, start.y)?;
+    Some(ep.success)
+}
+
+/// Runs every start; returns whether all outcomes agree with the host.
+fn guide(per_tick: f32, overhead: u32) -> bool {
+    let model = match Model::new_checked(&MAZE_MODEL.0) {
+        Ok(m) => m,
+        Err(e) => fail("loading the model", e),
+    };
+    hprintln!(
+        "maze model: {} bytes, {} layers, {} MACs, aligned {}",
+        MAZE_MODEL.0.len(),
+        model.num_layers(),
+        model.macs(),
+        model.is_aligned()
+    );
+    hprintln!(
+        "config: drive_length {} budget {} heading_tolerance {} wall_margin {}",
+        maze::DRIVE_LENGTH,
+        BUDGET,
+        maze::HEADING_TOLERANCE,
+        maze::WALL_MARGIN
+    );
+    let geodesic = match Geodesic::new() {
+        Ok(g) => g,
+        Err(e) => fail("building the geodesic graph", e),
+    };
+    let mut scratch = Scratch::<MAZE_SCRATCH>::new();
+    let mut report = [Candidate::default(); NUM_PRIMITIVES];
+    let (mut agree, mut successes, mut spl_sum) = (true, 0usize, 0.0f32);
+    let (mut decisions, mut evaluations, mut ticks) = (0usize, 0usize, 0u32);
+    for (i, (start, expected)) in maze::starts().iter().zip(MAZE_EXPECTED).enumerate() {
+        let Some(shortest) = geodesic.to_target(start.x, start.y) else {
+            fail(
+                "start outside the free space",
+                laq_runtime::Error::InvalidArgument,
+            )
+        };
+        let mut choices = [0u8; BUDGET];
+        let mut t0 = 0;
+        let timer = |begin: bool| {
+            if begin {
+                t0 = systick::now();
+            } else {
+                let dt = systick::elapsed(t0, systick::now()).saturating_sub(overhead);
+                ticks = ticks.saturating_add(dt);
+            }
+        };
+        let ep = match maze::run_episode(
+            &model,
+            *start,
+            &mut scratch,
+            &mut report,
+            &mut choices,
+            timer,
+        ) {
+            Ok(ep) => ep,
+            Err(e) => fail("guiding", e),
+        };
+        let used = choices.get(..ep.decisions).unwrap_or(&choices);
+        let spl = maze::spl(ep.success, shortest, ep.travelled);
+        let same = (
+            ep.success,
+            ep.decisions,
+            ep.travelled.to_bits(),
+            shortest.to_bits(),
+            maze::fnv1a(used),
+        ) == expected;
+        agree &= same;
+        successes += usize::from(ep.success);
+        spl_sum += spl;
+        decisions += ep.decisions;
+        evaluations += ep.evaluations;
+        // Choices as digits 0-7 (primitive k heads k * 45 degrees).
+        let mut digits = [b'?'; BUDGET];
+        for (d, &k) in digits.iter_mut().zip(used) {
+            *d = b'0' + k;
+        }
+        let digits = core::str::from_utf8(digits.get(..used.len()).unwrap_or(&[])).unwrap_or("?");
+        hprintln!(
+            "start {}: x {} y {} heading {} shortest {} -> success {} decisions {} travelled {} spl {} stuck {} host {} choices {}",
+            i,
+            start.x,
+            start.y,
+            start.heading,
+            shortest,
+            ep.success,
+            ep.decisions,
+            ep.travelled,
+            spl,
+            ep.stuck,
+            if same { "same" } else { "DIFFERENT" },
+            digits
+        );
+    }
+    hprintln!(
+        "reached the target from {} of {} starts, mean SPL {}, {} decisions",
+        successes,
+        maze::NUM_STARTS,
+        spl_sum / maze::NUM_STARTS as f32,
+        decisions
+    );
+    hprintln!("decisions agree with the host build: {}", agree);
+    if decisions > 0 {
+        hprintln!(
+            "select over {} primitives: {:.0} instructions per decision, {:.2} V evaluations per decision ({} MACs each; the other primitives were unavailable)",
+            NUM_PRIMITIVES,
+            ticks as f32 * per_tick / decisions as f32,
+            evaluations as f32 / decisions as f32,
+            MAZE_MACS
+        );
+    }
+    agree
+}
+
+#[entry]
+fn main() -> ! {
+    let Some(mut p) = cortex_m::Peripherals::take() else {
+        exit(false)
+    };
+    let painted = stack::paint();
+    let work = episode_work();
+    let used = stack::high_water(painted);
+
+    systick::start(&mut p.SYST);
+    let (per_tick, overhead) = systick::calibrate();
+    if (per_tick - 40.0).abs() > 0.5 {
+        hprintln!(
+            "note: not running with -icount shift=0; instruction counts below are not counts"
+        );
+    }
+    let ok = guide(per_tick, overhead) && work.is_some();
+    hprintln!(
+        "stack used by load + geodesic graph + one episode, incl. scratch and report: {} bytes",
+        used
+    );
+    hprintln!("maze_guide: {}", if ok { "PASS" } else { "FAIL" });
+    exit(ok)
+}
