@@ -5,7 +5,7 @@
 //! Modules follow the pipeline: [`data`] (dataset format), [`envs`] (built-in
 //! environments), [`mining`] (latent actions), [`labels`] (label sources), [`qlearn`]
 //! (tabular and DQN), [`eval`] (metrics), [`export`] (model format), [`quantize`] (int8),
-//! [`train`] (one run),
+//! [`train`] (one run), [`import`] (D4RL and Minari files),
 //! [`reproduce`] (the paper's studies), [`bench`] (speed).
 
 // Numeric loops index several parallel arrays at once; iterator chains would hide that.
@@ -17,6 +17,7 @@ pub mod data;
 pub mod envs;
 pub mod eval;
 pub mod export;
+pub mod import;
 pub mod inspect;
 pub mod io;
 pub mod labels;
