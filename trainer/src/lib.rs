@@ -5,7 +5,8 @@
 //! Modules follow the pipeline: [`data`] (dataset format), [`envs`] (built-in
 //! environments), [`mining`] (latent actions), [`labels`] (label sources), [`qlearn`]
 //! (tabular and DQN), [`eval`] (metrics), [`export`] (model format), [`quantize`] (int8),
-//! [`train`] (one run), [`guide`] (controller guidance),
+//! [`train`] (one run), [`guide`] (controller guidance), [`import`] (D4RL and Minari
+//! files), [`checkpoint`] (resumable runs), [`inspect`] (file descriptions),
 //! [`reproduce`] (the paper's studies), [`bench`] (speed).
 
 // Numeric loops index several parallel arrays at once; iterator chains would hide that.
@@ -18,6 +19,7 @@ pub mod envs;
 pub mod eval;
 pub mod export;
 pub mod guide;
+pub mod import;
 pub mod inspect;
 pub mod io;
 pub mod labels;

@@ -85,6 +85,21 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Convert a D4RL HDF5 file or a Minari dataset into a dataset file (see
+    /// docs/dataset-format.md, "Importing D4RL and Minari files").
+    Convert {
+        /// The HDF5 file, or a Minari dataset directory.
+        input: PathBuf,
+        /// Layout of the input.
+        #[arg(long, value_enum, default_value = "auto")]
+        from: laq::import::Source,
+        /// Output: `.npz` or `.safetensors`.
+        #[arg(long)]
+        out: PathBuf,
+        /// Keys of a dict observation to flatten, in this order (default: every key, sorted).
+        #[arg(long, value_delimiter = ',')]
+        obs_keys: Option<Vec<String>>,
+    },
     /// Reproduce a study of the paper end to end.
     Reproduce {
         #[command(subcommand)]
@@ -417,6 +432,12 @@ fn run(cmd: Cmd) -> Result<()> {
             print!("{report}");
             println!("metrics: {}", out.join("metrics.json").display());
         }
+        Cmd::Convert {
+            input,
+            from,
+            out,
+            obs_keys,
+        } => convert_cmd(&input, from, &out, obs_keys)?,
         Cmd::Bench { quick, json } => {
             let (v, report) = laq::bench::run(quick)?;
             print!("{report}");
@@ -566,6 +587,25 @@ fn train_cmd(a: &TrainArgs, device: &candle_core::Device) -> Result<()> {
     ckpt.finish()?;
     print!("{}", std::fs::read_to_string(out.join("summary.txt"))?);
     println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// `laq convert`: a D4RL or Minari file into the dataset format, with a summary of what
+/// was kept and dropped.
+fn convert_cmd(
+    input: &std::path::Path,
+    from: laq::import::Source,
+    out: &std::path::Path,
+    obs_keys: Option<Vec<String>>,
+) -> Result<()> {
+    let opts = laq::import::ImportOptions { obs_keys };
+    let imported = laq::import::convert(input, from, &opts, out)?;
+    print!("{}", imported.summary());
+    println!(
+        "wrote {} transitions to {}",
+        imported.data.len(),
+        out.display()
+    );
     Ok(())
 }
 

@@ -415,3 +415,143 @@ fn config_files_and_repeated_runs() {
     );
     assert!(!dir.path().join("c/value.safetensors").exists());
 }
+
+/// `laq convert` on a D4RL-style HDF5 file (chunked, gzip-compressed, no
+/// `next_observations`) and on a Minari dataset with a dict observation, then `laq train`
+/// on the converted file.
+#[cfg(feature = "hdf5")]
+#[test]
+fn convert_d4rl_and_minari_then_train() {
+    use hdf5_metno as hdf5;
+    fn put<T: hdf5::H5Type>(g: &hdf5::Group, name: &str, shape: &[usize], v: &[T]) {
+        g.new_dataset::<T>()
+            .chunk(shape.iter().map(|&d| d.min(64)).collect::<Vec<_>>())
+            .deflate(4)
+            .shape(shape.to_vec())
+            .create(name)
+            .unwrap()
+            .write_raw(v)
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+
+    // A point mass on a line segment [0, 10]; the goal is at 10. Episodes of 40 steps end
+    // in a timeout, or earlier in a terminal at the goal.
+    let (mut obs, mut act, mut rew, mut term, mut tout) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut rng = 7u64;
+    let (mut episodes, mut goals) = (0, 0);
+    for _ in 0..15 {
+        let mut x = 0.0f32;
+        episodes += 1;
+        for step in 0..40 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let a = if rng.is_multiple_of(3) { -1.0f32 } else { 1.0 };
+            let goal = x >= 10.0;
+            obs.extend([x, 1.0]);
+            act.push(a);
+            rew.push(x / 10.0);
+            term.push(goal);
+            tout.push(!goal && step == 39);
+            if goal {
+                goals += 1;
+                break;
+            }
+            x = (x + a).max(0.0);
+        }
+    }
+    let n = rew.len();
+    {
+        let f = hdf5::File::create(p("d4rl.hdf5")).unwrap();
+        put(&f, "observations", &[n, 2], &obs);
+        put(&f, "actions", &[n, 1], &act);
+        put(&f, "rewards", &[n], &rew);
+        put(&f, "terminals", &[n], &term);
+        put(&f, "timeouts", &[n], &tout);
+    }
+    let summary = ok(&["convert", &p("d4rl.hdf5"), "--out", &p("d4rl.npz")]);
+    let kept = n - episodes;
+    assert!(
+        summary.contains(&format!(
+            "(D4RL): {kept} transitions from {episodes} episodes"
+        )) && summary.contains(&format!("dropped rows: {episodes}")),
+        "{summary}"
+    );
+    assert!(goals > 0);
+    assert!(
+        summary.contains(&format!("{goals} of them terminal")),
+        "{summary}"
+    );
+    let run = dir.path().join("run");
+    ok(&[
+        "train",
+        "--data",
+        &p("d4rl.npz"),
+        "--out",
+        run.to_str().unwrap(),
+        "--latent-actions",
+        "2",
+        "--mining-steps",
+        "50",
+        "--dqn-steps",
+        "50",
+    ]);
+    assert_eq!(metrics(&run.join("metrics.json"))["transitions"], kept);
+    assert!(run.join("value.safetensors").exists());
+
+    // Minari: two episodes whose observation is a dict; two of its keys, in this order.
+    {
+        std::fs::create_dir_all(dir.path().join("minari/data")).unwrap();
+        let f = hdf5::File::create(p("minari/data/main_data.hdf5")).unwrap();
+        for (e, t) in [(0usize, 5usize), (1, 4)] {
+            let g = f.create_group(&format!("episode_{e}")).unwrap();
+            let o = g.create_group("observations").unwrap();
+            let x: Vec<f32> = (0..=t).map(|s| s as f32).collect();
+            put(&o, "position", &[t + 1, 1], &x);
+            put(&o, "goal", &[t + 1, 1], &vec![9f32; t + 1]);
+            put(&o, "velocity", &[t + 1, 1], &vec![1f32; t + 1]);
+            put(&g, "actions", &[t, 1], &vec![1f32; t]);
+            put(&g, "rewards", &[t], &vec![0f64; t]);
+            put(&g, "terminations", &[t], &vec![false; t]);
+            let mut tr = vec![false; t];
+            tr[t - 1] = true;
+            put(&g, "truncations", &[t], &tr);
+        }
+    }
+    let summary = ok(&[
+        "convert",
+        "--from",
+        "minari",
+        &p("minari"),
+        "--obs-keys",
+        "position,goal",
+        "--out",
+        &p("m.safetensors"),
+    ]);
+    assert!(
+        summary.contains("(Minari): 9 transitions from 2 episodes")
+            && summary.contains("from keys position, goal"),
+        "{summary}"
+    );
+    let d = laq::data::Dataset::load(dir.path().join("m.safetensors").as_path()).unwrap();
+    assert_eq!(d.obs(4), [4.0, 9.0]);
+    assert_eq!(d.next_obs(4), [5.0, 9.0]);
+    assert_eq!(d.obs(5), [0.0, 9.0]);
+
+    // A broken input: a clear error naming the file and the key, and no output.
+    {
+        let f = hdf5::File::create(p("broken.hdf5")).unwrap();
+        put(&f, "observations", &[3, 1], &[0f32, 1.0, 2.0]);
+        put(&f, "rewards", &[2], &[0f32, 1.0]);
+    }
+    let out = laq(&["convert", &p("broken.hdf5"), "--out", &p("broken.npz")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("broken.hdf5") && err.contains("`rewards`: 2 rows, expected 3"),
+        "{err}"
+    );
+    assert!(!Path::new(&p("broken.npz")).exists());
+}
