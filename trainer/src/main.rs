@@ -179,7 +179,7 @@ enum Study {
         #[arg(long, default_value_t = 3)]
         seeds: u64,
         /// Q-learning steps per run.
-        #[arg(long, default_value_t = 20000)]
+        #[arg(long, default_value_t = 60000)]
         q_steps: usize,
         /// Steps of the ground-truth-action reference.
         #[arg(long, default_value_t = 20000)]

@@ -3,6 +3,7 @@
 use crate::data::Dataset;
 use crate::envs::gridworld::{GridWorld, GAMMA};
 use crate::eval;
+use crate::export::ValueModel;
 use crate::labels::{self, LabelSource};
 use crate::qlearn::{self, QKind, Table};
 use crate::train::{self, TrainConfig};
@@ -299,6 +300,9 @@ pub struct MazeStudy {
     pub reference: crate::td3bc::Td3BcConfig,
     /// At most this many dataset states are scored at each checkpoint.
     pub probes: usize,
+    /// Zero-shot controller guidance of the differential-drive robot with the first
+    /// seed's LAQ and single-action DQN models (`None`: skipped).
+    pub guide: Option<crate::guide::GuideConfig>,
 }
 
 impl Default for MazeStudy {
@@ -320,6 +324,7 @@ impl Default for MazeStudy {
             train,
             reference: Default::default(),
             probes: 5000,
+            guide: Some(Default::default()),
         }
     }
 }
@@ -393,6 +398,8 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
 
     // (source, q) -> per seed: (gt last, oracle last, gt p95, oracle p95)
     let mut rows: std::collections::BTreeMap<String, Vec<[f64; 4]>> = Default::default();
+    // The first seed's DQN value models, exported as `laq train` would write them.
+    let mut exported: std::collections::BTreeMap<&str, Vec<u8>> = Default::default();
     for &seed in &study.seeds {
         for &source in &study.sources {
             let t = Instant::now();
@@ -418,6 +425,18 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                     sg.push(eval::spearman(&v, &gt));
                     so.push(eval::spearman(&v, &oracle));
                 }
+                if seed == study.seeds[0]
+                    && q == QKind::Dqn
+                    && matches!(source, LabelSource::Latent | LabelSource::Single)
+                {
+                    let mut info = crate::train::model_info(&TrainConfig {
+                        labels: source,
+                        ..cfg.clone()
+                    });
+                    info.insert("q".into(), "dqn".into());
+                    let model = ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?;
+                    exported.insert(source.key(), model.to_bytes(false)?);
+                }
                 let last = |s: &[f64]| s.last().copied().unwrap_or(f64::NAN);
                 rows.entry(format!("{}/{}", source.key(), q_key(q)))
                     .or_default()
@@ -434,6 +453,27 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             ));
         }
     }
+    for (key, bytes) in &exported {
+        let dir = out.join(format!("model_{key}"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        crate::io::write_atomic(&dir.join("value.safetensors"), bytes)?;
+    }
+    let guidance = match (&study.guide, exported.get("latent")) {
+        (Some(g), Some(laq)) => {
+            let t = Instant::now();
+            let r = crate::guide::guidance_study(
+                &maze,
+                laq,
+                exported.get("single").map(Vec::as_slice),
+                g,
+                0,
+            )?;
+            timings.push(("guidance".into(), t.elapsed().as_secs_f64()));
+            Some(r)
+        }
+        _ => None,
+    };
     timings.push(("total".into(), total.elapsed().as_secs_f64()));
 
     let mean = |v: &[[f64; 4]], j: usize| v.iter().map(|r| r[j]).sum::<f64>() / v.len() as f64;
@@ -473,6 +513,36 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
     }
     report += "\nlast: the final checkpoint (no oracle involved); p95: 95th percentile over checkpoints,\n";
     report += "the paper's model selection, which peeks at the reference. Paper column: vs GT-action V.\n";
+    let mut guidance_json = Value::Null;
+    if let Some(r) = &guidance {
+        use crate::guide::Policy;
+        report += &format!(
+            "\nZero-shot guidance of a differential-drive robot ({} random starts, primitives of {} \
+             units, V queried at (x, y, 0, 0); paper: no counterpart in Maze2D)\n",
+            r.config.starts, r.config.drive_length
+        );
+        report += "policy               success    SPL   decisions\n";
+        let mut per = serde_json::Map::new();
+        for p in &r.policies {
+            report += &format!(
+                "{:<20} {:>7.2} {:>6.3} {:>10.1}\n",
+                p.policy.key(),
+                p.success,
+                p.spl,
+                p.mean_decisions
+            );
+            per.insert(p.policy.key().into(), serde_json::to_value(p)?);
+        }
+        let laq = r.summary(Policy::LaqValue);
+        guidance_json = json!({
+            "success": laq.map(|p| p.success),
+            "spl": laq.map(|p| p.spl),
+            "policies": per,
+            "starts": r.config.starts,
+            "drive_length": r.config.drive_length,
+        });
+        crate::io::write_text(&out.join("guidance.json"), &serde_json::to_string(r)?)?;
+    }
     report += "\nTimes (s): ";
     report += &timings
         .iter()
@@ -485,6 +555,7 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
         "reference_vs_oracle": gt_vs_oracle,
         "layout": study.layout, "transitions": data.len(), "seeds": study.seeds,
         "probe_states": probe.len() / 4,
+        "guidance": guidance_json,
         "timings_s": timings_json(&timings),
     });
     write_study(out, metrics, report)

@@ -283,6 +283,17 @@ fn reproduce_maze2d_small() {
         }
     }
     assert!(out.join("maze.npz").exists() && out.join("report.txt").exists());
+    // Guidance ran with the first seed's models, and every policy has figures.
+    let g = &m["guidance"];
+    for k in ["success", "spl"] {
+        let x = g[k].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&x), "guidance.{k} = {x}");
+    }
+    for p in ["laq_value", "straight_to_goal", "single_value", "geodesic"] {
+        assert!(g["policies"][p]["success"].is_number(), "{p}");
+    }
+    assert!(g["policies"]["geodesic"]["success"].as_f64().unwrap() >= 0.9);
+    assert!(out.join("model_latent/value.safetensors").exists());
 }
 
 /// `laq train --resume` after a real kill (SIGKILL, at whatever step the process had
