@@ -300,4 +300,8 @@ fn maze_guide_runs_in_qemu() {
         "maze_guide vs laq::guide: {identical} of {} choice sequences identical, {successes} successes",
         starts.len()
     );
+    // The shipped model guides the robot: the host reaches the target from 97 of 100
+    // random starts (docs/runtime.md); 8 of these 10 leaves room for one unlucky start.
+    assert!(successes >= 8, "only {successes} of 10 starts reached the target");
+    assert!(identical >= 8, "only {identical} of 10 choice sequences match the host");
 }
