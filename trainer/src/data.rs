@@ -56,7 +56,7 @@ impl DType {
 }
 
 /// One named array as stored in a file: little-endian bytes, row-major.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RawArray {
     pub dtype: DType,
     pub shape: Vec<usize>,
@@ -79,6 +79,14 @@ impl RawArray {
             dtype: DType::I64,
             shape,
             bytes,
+        }
+    }
+
+    pub fn from_u8(shape: Vec<usize>, values: Vec<u8>) -> Self {
+        RawArray {
+            dtype: DType::U8,
+            shape,
+            bytes: values,
         }
     }
 
@@ -176,6 +184,15 @@ fn f16_to_f32(h: u16) -> f32 {
         (e, f) => (sign << 31) | ((e + 127 - 15) << 23) | (f << 13),
     };
     f32::from_bits(bits)
+}
+
+/// How observations are stored on disk. Images are usually whole numbers in 0..=255: as u8
+/// they take a quarter of the space, and reading gives back the same f32 values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ObsStorage {
+    #[default]
+    F32,
+    U8,
 }
 
 /// Ground-truth actions, kept only for evaluation and the ground-truth reference.
@@ -427,7 +444,7 @@ impl Dataset {
         let n = self.len();
         let mut shape = vec![n];
         shape.extend(&self.obs_shape);
-        let mut m = BTreeMap::new();
+        let mut m = self.arrays_without_obs();
         m.insert(
             "observations".into(),
             RawArray::from_f32(shape.clone(), &self.observations),
@@ -436,6 +453,48 @@ impl Dataset {
             "next_observations".into(),
             RawArray::from_f32(shape, &self.next_observations),
         );
+        m
+    }
+
+    /// The dataset as named arrays with observations stored as `obs`. `ObsStorage::U8`
+    /// refuses (naming the key and row) any observation that is not a whole number in
+    /// 0..=255, so storing never changes a value.
+    pub fn to_arrays_as(&self, obs: ObsStorage) -> Result<BTreeMap<String, RawArray>> {
+        if obs == ObsStorage::F32 {
+            return Ok(self.to_arrays());
+        }
+        let n = self.len();
+        let mut shape = vec![n];
+        shape.extend(&self.obs_shape);
+        let d = self.obs_dim().max(1);
+        let mut m = self.arrays_without_obs();
+        for (k, v) in [
+            ("observations", &self.observations),
+            ("next_observations", &self.next_observations),
+        ] {
+            let bytes = v
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    if (0.0..=255.0).contains(&x) && x.fract() == 0.0 {
+                        Ok(x as u8)
+                    } else {
+                        bail!(
+                            "key `{k}`: row {} holds {x}, which u8 storage cannot keep \
+                             (whole numbers 0..=255 only)",
+                            i / d
+                        )
+                    }
+                })
+                .collect::<Result<Vec<u8>>>()?;
+            m.insert(k.into(), RawArray::from_u8(shape.clone(), bytes));
+        }
+        Ok(m)
+    }
+
+    fn arrays_without_obs(&self) -> BTreeMap<String, RawArray> {
+        let n = self.len();
+        let mut m = BTreeMap::new();
         m.insert("rewards".into(), RawArray::from_f32(vec![n], &self.rewards));
         m.insert(
             "terminals".into(),
@@ -459,6 +518,11 @@ impl Dataset {
     /// Writes the dataset; the format follows the extension (`.npz` or `.safetensors`).
     pub fn save(&self, path: &Path) -> Result<()> {
         write_arrays(path, &self.to_arrays())
+    }
+
+    /// `save` with observations stored as `obs` (see `to_arrays_as`).
+    pub fn save_as(&self, path: &Path, obs: ObsStorage) -> Result<()> {
+        write_arrays(path, &self.to_arrays_as(obs)?)
     }
 }
 
@@ -816,6 +880,38 @@ mod tests {
         assert_eq!(d.next_observations, vec![2., 2.]);
         assert_eq!((d.rewards[0], d.terminals[0]), (1.0, true));
         assert_eq!(d.actions, Some(Actions::Discrete(vec![7])));
+    }
+
+    #[test]
+    fn u8_observations_roundtrip_and_refuse_fractions() {
+        let mut d = tiny();
+        d.obs_shape = vec![1, 1, 2];
+        d.observations = vec![0., 255., 17., 3.];
+        d.next_observations = vec![1., 2., 254., 0.];
+        let m = d.to_arrays_as(ObsStorage::U8).unwrap();
+        assert_eq!(m["observations"].dtype, DType::U8);
+        assert_eq!(m["observations"].shape, vec![2, 1, 1, 2]);
+        assert_eq!(m["rewards"].dtype, DType::F32);
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["d.npz", "d.safetensors"] {
+            let p = dir.path().join(name);
+            d.save_as(&p, ObsStorage::U8).unwrap();
+            assert_eq!(
+                read_arrays(&p).unwrap()["next_observations"].dtype,
+                DType::U8
+            );
+            assert_eq!(Dataset::load(&p).unwrap(), d);
+        }
+        assert_eq!(d.to_arrays_as(ObsStorage::F32).unwrap(), d.to_arrays());
+        for bad in [0.5, -1.0, 256.0, f32::NAN] {
+            let mut e = d.clone();
+            e.next_observations[3] = bad;
+            let msg = e.to_arrays_as(ObsStorage::U8).unwrap_err().to_string();
+            assert!(
+                msg.contains("next_observations") && msg.contains("row 1"),
+                "{msg}"
+            );
+        }
     }
 
     #[test]

@@ -2,4 +2,5 @@
 
 pub mod gridworld;
 pub mod maze2d;
+pub mod nav;
 pub mod unicycle;
