@@ -4,7 +4,7 @@
 //! forward on the same weights.
 
 use crate::export::{Head, Layer, ValueModel};
-use crate::mining::{self, ForwardModel, MiningConfig};
+use crate::mining::{self, ForwardModel, MiningConfig, Predictor};
 use crate::nn::{self, Adam, Mlp};
 use crate::qlearn::{self, Batch};
 use anyhow::Result;
@@ -89,10 +89,10 @@ fn dqn_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
     let (b, d, k) = (16, 4, 8);
     let dims = [d, 128, 128, k];
     let (vm, vb) = nn::new_varmap(device);
-    let net = Mlp::new(vb, &dims)?;
+    let net = qlearn::QModel::Mlp(Mlp::new(vb, &dims)?);
     nn::init_vars(&vm, 0)?;
     let (tvm, tvb) = nn::new_varmap(device);
-    let target = Mlp::new(tvb, &dims)?;
+    let target = qlearn::QModel::Mlp(Mlp::new(tvb, &dims)?);
     nn::copy_vars(&vm, &tvm)?;
     let s = random(&mut rng, b * d);
     let s2 = random(&mut rng, b * d);

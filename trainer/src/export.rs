@@ -55,9 +55,16 @@ pub struct ValueModel {
 }
 
 impl ValueModel {
+    /// The fully connected Q-network as the runtime's model; convolutional ones are refused
+    /// (the format has linear layers only; `QNetwork::save` writes those for the trainer).
     pub fn from_qnetwork(q: &QNetwork, gamma: f64, info: BTreeMap<String, String>) -> Result<Self> {
-        let layers = q
-            .mlp
+        let Some(mlp) = q.net.as_mlp() else {
+            bail!(
+                "a convolutional Q-network cannot be exported as `{FORMAT}` (linear layers only); \
+                 it is saved as a trainer-only `qnet.safetensors`"
+            );
+        };
+        let layers = mlp
             .to_host()?
             .into_iter()
             .map(|(dims, weight, bias)| Layer {

@@ -829,7 +829,10 @@ pub fn train_single_action_model(
         ..TrainConfig::continuous()
     };
     let trained = train::train(&data, &cfg, device)?;
-    trained.model.to_bytes(false)
+    trained
+        .model
+        .context("the maze model has no runtime export")?
+        .to_bytes(false)
 }
 
 #[cfg(test)]

@@ -691,8 +691,8 @@ mod h5 {
         let dropped = n - keep.len();
         let all = Dataset {
             obs_shape: obs.shape,
-            observations: obs.values,
-            next_observations,
+            observations: obs.values.into(),
+            next_observations: next_observations.into(),
             rewards,
             terminals,
             timeouts: Some(timeouts),
@@ -841,8 +841,8 @@ mod h5 {
         let (obs_shape, keys, _) = shape.unwrap_or_default();
         let data = Dataset {
             obs_shape,
-            observations: o,
-            next_observations: nx,
+            observations: o.into(),
+            next_observations: nx.into(),
             rewards: r,
             terminals: term,
             timeouts: Some(tout),

@@ -180,7 +180,7 @@ fn dataset(path: &Path) -> Result<(String, Value)> {
     let mut breaks = 0usize;
     for i in 0..n.saturating_sub(1) {
         let end = d.terminals[i] || d.timeouts.as_ref().is_some_and(|t| t[i]);
-        if !end && d.next_obs(i) != d.obs(i + 1) {
+        if !end && d.next_obs_row(i) != d.obs_row(i + 1) {
             breaks += 1;
         }
     }
@@ -192,11 +192,10 @@ fn dataset(path: &Path) -> Result<(String, Value)> {
     }
     let mut lo = vec![f32::INFINITY; dim];
     let mut hi = vec![f32::NEG_INFINITY; dim];
-    for row in d.observations.chunks_exact(dim.max(1)) {
-        for j in 0..dim {
-            lo[j] = lo[j].min(row[j]);
-            hi[j] = hi[j].max(row[j]);
-        }
+    for (j, &v) in d.observations.iter().enumerate() {
+        let j = j % dim.max(1);
+        lo[j] = lo[j].min(v);
+        hi[j] = hi[j].max(v);
     }
     let constant = (0..dim).filter(|&j| lo[j] == hi[j]).count();
     if constant > 0 && dim <= 64 {
@@ -205,7 +204,9 @@ fn dataset(path: &Path) -> Result<(String, Value)> {
             (0..dim).filter(|&j| lo[j] == hi[j]).collect::<Vec<_>>()
         ));
     }
-    let unchanged = (0..n).filter(|&i| d.obs(i) == d.next_obs(i)).count();
+    let unchanged = (0..n)
+        .filter(|&i| d.obs_row(i) == d.next_obs_row(i))
+        .count();
     if unchanged * 2 > n {
         problems.push(format!(
             "{unchanged} of {n} transitions do not change the observation"

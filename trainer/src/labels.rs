@@ -149,16 +149,29 @@ pub fn make_resumable(
             }
         }
         LabelSource::Cluster | LabelSource::ClusterDiff => {
-            let d = data.obs_dim();
-            let feats: Vec<f32> = if source == LabelSource::Cluster {
-                (0..data.len())
-                    .flat_map(|i| data.obs(i).iter().chain(data.next_obs(i)).copied())
-                    .collect()
+            let (feats, d) = if data.is_image() {
+                pooled(data)
             } else {
-                data.next_observations
-                    .iter()
-                    .zip(&data.observations)
-                    .map(|(b, a)| b - a)
+                (
+                    (0..data.len())
+                        .flat_map(|i| {
+                            data.obs_row(i)
+                                .iter()
+                                .chain(data.next_obs_row(i).iter())
+                                .copied()
+                                .collect::<Vec<_>>()
+                        })
+                        .collect::<Vec<f32>>(),
+                    data.obs_dim(),
+                )
+            };
+            // `feats` holds [s, s'] per transition; the difference variant keeps s' - s.
+            let feats: Vec<f32> = if source == LabelSource::Cluster {
+                feats
+            } else {
+                feats
+                    .chunks_exact(2 * d)
+                    .flat_map(|r| r[d..].iter().zip(&r[..d]).map(|(b, a)| b - a))
                     .collect()
             };
             let dim = if source == LabelSource::Cluster {
@@ -175,6 +188,44 @@ pub fn make_resumable(
         }
     };
     Ok(out)
+}
+
+/// Side of the grid that image observations are averaged down to before clustering.
+pub const CLUSTER_GRID: usize = 8;
+
+/// `[s, s']` of every transition of an image dataset with each channel averaged over
+/// blocks down to at most [`CLUSTER_GRID`] x [`CLUSTER_GRID`], and the size of one pooled
+/// observation. k-means on full frames would need the whole dataset as f32 features (and
+/// its distances mostly measure texture); block averages keep where things are.
+pub fn pooled(data: &Dataset) -> (Vec<f32>, usize) {
+    let (c, h, w) = (data.obs_shape[0], data.obs_shape[1], data.obs_shape[2]);
+    let (gh, gw) = (h.clamp(1, CLUSTER_GRID), w.clamp(1, CLUSTER_GRID));
+    let d = c * gh * gw;
+    let mut out = Vec::with_capacity(data.len() * 2 * d);
+    let mut pool = |row: &[f32]| {
+        for ch in 0..c {
+            let plane = &row[ch * h * w..(ch + 1) * h * w];
+            for gy in 0..gh {
+                let (y0, y1) = (gy * h / gh, (gy + 1) * h / gh);
+                for gx in 0..gw {
+                    let (x0, x1) = (gx * w / gw, (gx + 1) * w / gw);
+                    let mut sum = 0f64;
+                    for y in y0..y1 {
+                        sum += plane[y * w + x0..y * w + x1]
+                            .iter()
+                            .map(|&v| v as f64)
+                            .sum::<f64>();
+                    }
+                    out.push((sum / ((y1 - y0) * (x1 - x0)).max(1) as f64) as f32);
+                }
+            }
+        }
+    };
+    for i in 0..data.len() {
+        pool(&data.obs_row(i));
+        pool(&data.next_obs_row(i));
+    }
+    (out, d)
 }
 
 /// Lloyd's k-means with k-means++ seeding on standardised features. Returns each row's

@@ -4,7 +4,8 @@
 //!
 //! Modules follow the pipeline: [`data`] (dataset format), [`envs`] (built-in
 //! environments), [`mining`] (latent actions), [`labels`] (label sources), [`qlearn`]
-//! (tabular and DQN), [`eval`] (metrics), [`export`] (model format), [`quantize`] (int8),
+//! (tabular and DQN), [`conv`] (networks for image observations), [`eval`] (metrics),
+//! [`export`] (model format), [`quantize`] (int8),
 //! [`train`] (one run), [`guide`] (controller guidance), [`import`] (D4RL and Minari
 //! files), [`checkpoint`] (resumable runs), [`inspect`] (file descriptions),
 //! [`reproduce`] (the paper's studies), [`bench`] (speed).
@@ -14,6 +15,7 @@
 
 pub mod bench;
 pub mod checkpoint;
+pub mod conv;
 pub mod data;
 pub mod envs;
 pub mod eval;

@@ -1,8 +1,12 @@
 //! Latent-action mining: a forward model f(s, a) over K discrete latent actions, trained
 //! by hard EM on min over a of ||f(s, a) - s'||^2, then every transition is labelled
 //! with its arg-min.
+//!
+//! Vector states use fully connected networks; image observations `[C, H, W]` use a
+//! convolutional encoder and a transposed-convolution decoder ([`ConvForwardModel`]).
 
 use crate::checkpoint::{Checkpointer, State};
+use crate::conv::{Arch, ConvConfig, Encoder, ImageShape, Inputs, Up};
 use crate::data::Dataset;
 use crate::nn::{self, Adam, Mlp};
 use crate::progress;
@@ -54,6 +58,13 @@ pub struct MiningConfig {
     pub split_every: usize,
     /// Fraction of `steps` during which splits may happen.
     pub split_until: f64,
+    /// Network kind: `auto` is convolutional for image observations `[C, H, W]`.
+    #[serde(default)]
+    pub arch: Arch,
+    /// The convolutional model's layers (used when the network is convolutional; the
+    /// latent action's embedding size is `embedding`).
+    #[serde(default)]
+    pub conv: ConvConfig,
 }
 
 impl Default for MiningConfig {
@@ -76,7 +87,33 @@ impl Default for MiningConfig {
             screen: 0.3,
             split_every: 100,
             split_until: 0.5,
+            arch: Arch::Auto,
+            conv: ConvConfig::default(),
         }
+    }
+}
+
+/// A forward model over K latent actions, as hard EM uses it.
+pub trait Predictor {
+    fn num_actions(&self) -> usize;
+
+    /// The latent actions' learned embeddings `[K, E]` (variable `embeddings`).
+    fn embeddings(&self) -> &Tensor;
+
+    /// Squared prediction error `[B, K]` of every latent action, for inputs `[B, D]`.
+    fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor>;
+
+    /// The mean error of each sample's assigned latent action, to train on. `errors` is
+    /// what [`Predictor::errors`] returned for this batch.
+    fn assigned_loss(
+        &self,
+        _s: &Tensor,
+        _s_next: &Tensor,
+        errors: &Tensor,
+        assigned: &[u32],
+    ) -> candle_core::Result<Tensor> {
+        let idx = Tensor::from_slice(assigned, (assigned.len(), 1), errors.device())?;
+        errors.gather(&idx, 1)?.mean_all()
     }
 }
 
@@ -135,29 +172,190 @@ impl ForwardModel {
         // Row j of the expanded batch is (sample j / K, action j % K). Gathering rows with
         // index_select, rather than broadcasting, makes the backward pass a row-wise
         // scatter-add instead of a strided reduction.
-        let (rows_b, rows_k) = self.expansion(b, s.device())?;
+        let (rows_b, rows_k) = expansion(b, self.k, s.device())?;
         let x = (a.index_select(&rows_b, 0)? + c.index_select(&rows_k, 0)?)?.relu()?;
         let delta = self.decoder.forward(&x)?.reshape((b, self.k, d))?;
         delta.broadcast_add(&s.unsqueeze(1)?)
     }
+}
 
-    /// Sample and latent-action indices of the `B * K` expanded rows.
-    fn expansion(&self, b: usize, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
-        let k = self.k as u32;
-        let rows_b: Vec<u32> = (0..b as u32 * k).map(|j| j / k).collect();
-        let rows_k: Vec<u32> = (0..b as u32 * k).map(|j| j % k).collect();
-        Ok((
-            Tensor::from_vec(rows_b, b * self.k, device)?,
-            Tensor::from_vec(rows_k, b * self.k, device)?,
-        ))
+impl Predictor for ForwardModel {
+    fn num_actions(&self) -> usize {
+        self.k
     }
 
-    /// Squared prediction error `[B, K]` of every latent action.
-    pub fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
+    fn embeddings(&self) -> &Tensor {
+        &self.embeddings
+    }
+
+    fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
         self.forward(s)?
             .broadcast_sub(&s_next.unsqueeze(1)?)?
             .sqr()?
             .sum(D::Minus1)
+    }
+}
+
+/// Sample and latent-action indices of the `B * K` expanded rows.
+fn expansion(b: usize, k: usize, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+    let k32 = k as u32;
+    let rows_b: Vec<u32> = (0..b as u32 * k32).map(|j| j / k32).collect();
+    let rows_k: Vec<u32> = (0..b as u32 * k32).map(|j| j % k32).collect();
+    Ok((
+        Tensor::from_vec(rows_b, b * k, device)?,
+        Tensor::from_vec(rows_k, b * k, device)?,
+    ))
+}
+
+/// The forward model for images: it predicts the standardised change s' - s, in pixels.
+///
+/// A strided convolutional encoder maps s to a small feature map once per sample. The
+/// latent action's embedding, tiled over that map, joins it through a 1x1 convolution
+/// stored as two blocks (`fuse.from_state` on the features, once per sample;
+/// `fuse.from_action` on the embedding, once per action), as the fully connected model
+/// splits its first decoder layer. Only the decoder (a 3x3 convolution, then 2x2 stride-2
+/// transposed convolutions back to full size) runs per sample and latent action.
+pub struct ConvForwardModel {
+    shape: ImageShape,
+    encoder: Encoder,
+    embeddings: Tensor,
+    from_state: Linear,
+    from_action: Linear,
+    mix: crate::conv::Conv,
+    ups: Vec<Up>,
+    k: usize,
+}
+
+impl ConvForwardModel {
+    pub fn new(vb: VarBuilder, shape: ImageShape, cfg: &MiningConfig) -> Result<Self> {
+        if cfg.latent_actions == 0 || cfg.embedding == 0 {
+            bail!("mining needs latent actions and an embedding");
+        }
+        let channels = &cfg.conv.channels;
+        let encoder = Encoder::new(vb.pp("encoder"), shape, channels)?;
+        let f = encoder.out_channels;
+        let embeddings = vb.get((cfg.latent_actions, cfg.embedding), "embeddings")?;
+        let from_state = candle_nn::linear_no_bias(f, f, vb.pp("fuse.from_state"))?;
+        let from_action = candle_nn::linear(cfg.embedding, f, vb.pp("fuse.from_action"))?;
+        let mix = crate::conv::Conv::new(vb.pp("decoder.mix"), f, f, 3, 1, 1, encoder.out_hw)?;
+        // Mirror of the encoder: channels in reverse, ending with the image's.
+        let mut outs: Vec<usize> = channels[..channels.len() - 1]
+            .iter()
+            .rev()
+            .copied()
+            .collect();
+        outs.push(shape.c);
+        let mut ups = vec![];
+        let (mut hw, mut cin) = (encoder.out_hw, f);
+        for (i, &cout) in outs.iter().enumerate() {
+            ups.push(Up::new(vb.pp(format!("decoder.up.{i}")), cin, cout, hw)?);
+            hw = (hw.0 * 2, hw.1 * 2);
+            cin = cout;
+        }
+        Ok(ConvForwardModel {
+            shape,
+            encoder,
+            embeddings,
+            from_state,
+            from_action,
+            mix,
+            ups,
+            k: cfg.latent_actions,
+        })
+    }
+
+    /// Predicted changes `[R, D]` for rows pairing sample `rows_b[r]` of `s` `[B, D]`
+    /// (standardised, channels-last) with latent action `rows_k[r]`.
+    pub fn deltas(
+        &self,
+        s: &Tensor,
+        rows_b: &Tensor,
+        rows_k: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        let r = rows_b.dim(0)?;
+        let h = self.encoder.forward(s, self.shape)?;
+        let a = self.from_state.forward(&h)?;
+        let c = self.from_action.forward(&self.embeddings)?;
+        let z = a
+            .index_select(rows_b, 0)?
+            .broadcast_add(&c.index_select(rows_k, 0)?.unsqueeze(1)?)?
+            .relu()?;
+        let mut x = self.mix.forward(&z)?.relu()?;
+        let last = self.ups.len() - 1;
+        for (i, up) in self.ups.iter().enumerate() {
+            x = up.forward(&x)?;
+            if i < last {
+                x = x.relu()?;
+            }
+        }
+        x.reshape((r, self.shape.len()))
+    }
+}
+
+impl Predictor for ConvForwardModel {
+    fn num_actions(&self) -> usize {
+        self.k
+    }
+
+    fn embeddings(&self) -> &Tensor {
+        &self.embeddings
+    }
+
+    fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
+        let b = s.dim(0)?;
+        let (rows_b, rows_k) = expansion(b, self.k, s.device())?;
+        let change = (s_next - s)?;
+        self.deltas(s, &rows_b, &rows_k)?
+            .reshape((b, self.k, self.shape.len()))?
+            .broadcast_sub(&change.unsqueeze(1)?)?
+            .sqr()?
+            .sum(D::Minus1)
+    }
+
+    /// Hard EM trains only the assigned action of each sample, so the gradient comes from a
+    /// second pass over B rows instead of a backward pass through all B * K: the same
+    /// gradient at about a third of the cost.
+    fn assigned_loss(
+        &self,
+        s: &Tensor,
+        s_next: &Tensor,
+        _errors: &Tensor,
+        assigned: &[u32],
+    ) -> candle_core::Result<Tensor> {
+        let b = assigned.len();
+        let rows_b = Tensor::arange(0u32, b as u32, s.device())?;
+        let rows_k = Tensor::from_slice(assigned, b, s.device())?;
+        (self.deltas(s, &rows_b, &rows_k)? - (s_next - s)?)?
+            .sqr()?
+            .sum(D::Minus1)?
+            .mean_all()
+    }
+}
+
+/// Which forward model a dataset gets.
+#[derive(Clone, Copy, Debug)]
+enum Spec {
+    Mlp(usize),
+    Conv(ImageShape),
+}
+
+impl Spec {
+    fn of(data: &Dataset, cfg: &MiningConfig) -> Result<Self> {
+        if cfg.arch.is_conv(&data.obs_shape)? {
+            Ok(Spec::Conv(ImageShape::new(
+                &data.obs_shape,
+                cfg.conv.channels.len(),
+            )?))
+        } else {
+            Ok(Spec::Mlp(data.obs_dim()))
+        }
+    }
+
+    fn build(self, vb: VarBuilder, cfg: &MiningConfig) -> Result<Box<dyn Predictor>> {
+        Ok(match self {
+            Spec::Mlp(d) => Box::new(ForwardModel::new(vb, d, cfg)?),
+            Spec::Conv(shape) => Box::new(ConvForwardModel::new(vb, shape, cfg)?),
+        })
     }
 }
 
@@ -236,7 +434,7 @@ impl Usage {
 
 /// One hard-EM step on a batch; returns the batch's hard-min loss.
 pub fn train_step(
-    model: &ForwardModel,
+    model: &dyn Predictor,
     opt: &mut Adam,
     s: &Tensor,
     s2: &Tensor,
@@ -245,13 +443,12 @@ pub fn train_step(
 ) -> Result<f32> {
     let err = model.errors(s, s2)?;
     let host: Vec<f32> = err.flatten_all()?.to_vec1()?;
-    let k = model.k;
-    let b = host.len() / k;
+    let k = model.num_actions();
     if let Some(u) = usage {
         u.add(&host, k);
     }
-    let idx = Tensor::from_vec(assign(&host, k, forced), (b, 1), s.device())?;
-    let loss = err.gather(&idx, 1)?.mean_all()?;
+    let assigned = assign(&host, k, forced);
+    let loss = model.assigned_loss(s, s2, &err, &assigned)?;
     let value = loss.to_scalar::<f32>()?;
     opt.backward_step(&loss)?;
     Ok(value)
@@ -268,7 +465,7 @@ pub struct Mined {
 
 /// One forward model in training, with everything that makes its run reproducible.
 struct Run {
-    model: ForwardModel,
+    model: Box<dyn Predictor>,
     opt: Adam,
     rng: ChaCha8Rng,
     /// Mean loss of each tenth of `steps`.
@@ -279,19 +476,17 @@ struct Run {
     tail: (f64, usize),
 }
 
-/// Standardised transitions and scratch space for batches.
+/// The model inputs and the batch size.
 struct Batches<'a> {
-    obs: &'a [f32],
-    next: &'a [f32],
-    d: usize,
+    inputs: &'a Inputs<'a>,
     bs: usize,
     device: &'a Device,
 }
 
 impl Run {
-    fn new(d: usize, cfg: &MiningConfig, seed: u64, device: &Device) -> Result<Self> {
+    fn new(spec: Spec, cfg: &MiningConfig, seed: u64, device: &Device) -> Result<Self> {
         let (vm, vb) = nn::new_varmap(device);
-        let model = ForwardModel::new(vb, d, cfg)?;
+        let model = spec.build(vb, cfg)?;
         nn::init_vars(&vm, seed)?;
         let opt = Adam::new(&vm, cfg.lr, cfg.weight_decay)?;
         let rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d69_6e65);
@@ -325,11 +520,11 @@ impl Run {
     fn load(
         prefix: &str,
         st: &State,
-        d: usize,
+        spec: Spec,
         cfg: &MiningConfig,
         device: &Device,
     ) -> Result<Self> {
-        let mut run = Run::new(d, cfg, 0, device)?;
+        let mut run = Run::new(spec, cfg, 0, device)?;
         st.load_adam(&format!("{prefix}.adam"), &mut run.opt)?;
         run.rng = st.get_rng(&format!("{prefix}.rng"))?;
         run.curve = st.f32(&format!("{prefix}.curve"))?.to_vec();
@@ -357,7 +552,7 @@ impl Run {
     /// Moves latent action `dup` next to `bad`, so that the next steps split what `bad`
     /// was averaging (split-and-merge EM).
     fn reseed(&mut self, dup: usize, bad: usize) -> Result<()> {
-        let emb: Vec<Vec<f32>> = self.model.embeddings.to_vec2()?;
+        let emb: Vec<Vec<f32>> = self.model.embeddings().to_vec2()?;
         let row: Vec<f32> = emb[bad]
             .iter()
             .map(|&v| v + 0.01 * nn::normal(&mut self.rng))
@@ -377,8 +572,8 @@ impl Run {
         bar: &indicatif::ProgressBar,
         after_step: &mut dyn FnMut(usize, &Run) -> Result<()>,
     ) -> Result<f64> {
-        let (d, bs) = (b.d, b.bs);
-        let n = b.obs.len() / d;
+        let (d, bs) = (b.inputs.dim(), b.bs);
+        let n = b.inputs.len();
         let mut s_host = vec![0f32; bs * d];
         let mut s2_host = vec![0f32; bs * d];
         let tail_from = steps.end - ((steps.end - range_start) / 10).max(1);
@@ -391,8 +586,8 @@ impl Run {
             self.opt.lr = cfg.lr * 0.1f64.powi(drops as i32);
             for j in 0..bs {
                 let i = self.rng.random_range(0..n);
-                s_host[j * d..(j + 1) * d].copy_from_slice(&b.obs[i * d..(i + 1) * d]);
-                s2_host[j * d..(j + 1) * d].copy_from_slice(&b.next[i * d..(i + 1) * d]);
+                b.inputs.fill(i, false, &mut s_host[j * d..(j + 1) * d]);
+                b.inputs.fill(i, true, &mut s2_host[j * d..(j + 1) * d]);
             }
             let s = Tensor::from_slice(&s_host, (bs, d), b.device)?;
             let s2 = Tensor::from_slice(&s2_host, (bs, d), b.device)?;
@@ -409,7 +604,7 @@ impl Run {
             } else {
                 None
             };
-            let loss = train_step(&self.model, &mut self.opt, &s, &s2, forced, usage)? as f64;
+            let loss = train_step(&*self.model, &mut self.opt, &s, &s2, forced, usage)? as f64;
             if splitting && (step + 1) % cfg.split_every == 0 {
                 if let Some((dup, bad)) = self.usage.split() {
                     log::trace!("step {step}: latent action {dup} re-seeded next to {bad}");
@@ -454,18 +649,24 @@ pub fn mine_resumable(
     device: &Device,
     mut ckpt: Option<&mut Checkpointer>,
 ) -> Result<Mined> {
-    let d = data.obs_dim();
     let n = data.len();
     if cfg.batch_size == 0 || cfg.steps == 0 {
         bail!("mining needs batch_size > 0 and steps > 0");
     }
-    let (mean, std) = nn::column_stats(&data.observations, d);
-    let obs = nn::standardise(&data.observations, &mean, &std);
-    let next = nn::standardise(&data.next_observations, &mean, &std);
+    let spec = Spec::of(data, cfg)?;
+    let inputs = match spec {
+        Spec::Mlp(_) => {
+            if data.is_image() {
+                log::warn!(
+                    "fully connected mining on images converts every observation to f32                      (4x the memory of u8 storage)"
+                );
+            }
+            Inputs::dense(data).0
+        }
+        Spec::Conv(shape) => Inputs::image(data, shape),
+    };
     let batches = Batches {
-        obs: &obs,
-        next: &next,
-        d,
+        inputs: &inputs,
         bs: cfg.batch_size.min(n),
         device,
     };
@@ -488,10 +689,10 @@ pub fn mine_resumable(
         if st.meta.contains_key("best_loss") {
             best = Some((
                 st.get_f64("best_loss")?,
-                Run::load("best", &st, d, cfg, device)?,
+                Run::load("best", &st, spec, cfg, device)?,
             ));
         }
-        current = Some(Run::load("current", &st, d, cfg, device)?);
+        current = Some(Run::load("current", &st, spec, cfg, device)?);
         bar.set_position(
             (r.min(restarts) * screen + step - if r == restarts { screen } else { 0 }) as u64,
         );
@@ -519,7 +720,7 @@ pub fn mine_resumable(
     while r < restarts && screen > 0 {
         let mut run = match current.take() {
             Some(run) => run,
-            None => Run::new(d, cfg, seed.wrapping_add(r as u64 * 0x9e37_79b9), device)?,
+            None => Run::new(spec, cfg, seed.wrapping_add(r as u64 * 0x9e37_79b9), device)?,
         };
         let loss = run.train(0, step..screen, cfg, &batches, &bar, &mut |next, run| {
             save(r, next, run, &best)
@@ -534,7 +735,7 @@ pub fn mine_resumable(
     let mut run = match (current.take(), best.take()) {
         (Some(run), _) => run,
         (None, Some((_, run))) => run,
-        (None, None) => Run::new(d, cfg, seed, device)?,
+        (None, None) => Run::new(spec, cfg, seed, device)?,
     };
     if step == 0 {
         step = screen;
@@ -550,7 +751,10 @@ pub fn mine_resumable(
     )?;
     bar.finish_and_clear();
 
-    let labels = label(&run.model, &obs, &next, d, device)?;
+    let labels = match &inputs {
+        Inputs::Dense { obs, next, d } => label(&*run.model, obs, next, *d, device)?,
+        Inputs::Image { .. } => label_rows(&*run.model, &inputs, device)?,
+    };
     let mut usage = vec![0; cfg.latent_actions];
     for &l in &labels {
         usage[l as usize] += 1;
@@ -568,7 +772,7 @@ const STAGE: &str = "mining";
 /// The arg-min latent action of every transition (standardised inputs). Identical
 /// transitions get the same label, so each distinct (s, s') is evaluated once.
 fn label(
-    model: &ForwardModel,
+    model: &dyn Predictor,
     obs: &[f32],
     next: &[f32],
     d: usize,
@@ -598,6 +802,28 @@ fn label(
         unique.extend(model.errors(&s, &s2)?.argmin(D::Minus1)?.to_vec1::<u32>()?);
     }
     Ok(which.into_iter().map(|id| unique[id]).collect())
+}
+
+/// The arg-min latent action of every transition, drawn from `inputs` in chunks (images:
+/// each chunk is converted from the store on its own, and no copy of the data is made).
+fn label_rows(model: &dyn Predictor, inputs: &Inputs, device: &Device) -> Result<Vec<u32>> {
+    let (n, d) = (inputs.len(), inputs.dim());
+    let chunk = (65536 / (model.num_actions() * d.max(1) / 256).max(1)).clamp(1, 1024);
+    let (mut s, mut s2) = (vec![], vec![]);
+    let mut out = Vec::with_capacity(n);
+    for start in (0..n).step_by(chunk) {
+        let idx: Vec<usize> = (start..(start + chunk).min(n)).collect();
+        inputs.gather(&idx, &mut s, &mut s2);
+        let st = Tensor::from_slice(&s, (idx.len(), d), device)?;
+        let s2t = Tensor::from_slice(&s2, (idx.len(), d), device)?;
+        out.extend(
+            model
+                .errors(&st, &s2t)?
+                .argmin(D::Minus1)?
+                .to_vec1::<u32>()?,
+        );
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -7,8 +7,20 @@ use std::path::Path;
 
 /// V of every observation, through the runtime.
 pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
+    let sibling = model_path.with_file_name(crate::train::QNET_FILE);
+    if !model_path.exists() && sibling.exists() {
+        anyhow::bail!(
+            "{} does not exist; its run directory holds {} instead: {}",
+            model_path.display(),
+            crate::train::QNET_FILE,
+            NO_CONV
+        );
+    }
     let bytes = std::fs::read(model_path)
         .with_context(|| format!("cannot read {}", model_path.display()))?;
+    if crate::qlearn::is_qnet_file(&bytes) {
+        anyhow::bail!("{} is {}", model_path.display(), NO_CONV);
+    }
     let owned = laq_runtime::OwnedModel::from_vec(bytes)
         .map_err(|e| anyhow::anyhow!("{}: not a valid model: {e}", model_path.display()))?;
     let model = owned.model();
@@ -25,11 +37,15 @@ pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
     (0..data.len())
         .map(|i| {
             model
-                .value(data.obs(i), &mut scratch)
+                .value(&data.obs_row(i), &mut scratch)
                 .map_err(|e| anyhow::anyhow!("observation {i}: {e}"))
         })
         .collect()
 }
+
+const NO_CONV: &str = "a trainer-only convolutional Q-network (a run on image observations); \
+    `laq predict` scores models through the runtime, whose format has no convolutions yet, \
+    so it cannot score this model";
 
 /// Writes `index,obs_0..obs_{D-1},value` rows; returns the number of rows.
 pub fn predict_csv(model: &Path, data: &Path, out: &Path) -> Result<usize> {
@@ -46,7 +62,7 @@ pub fn predict_csv(model: &Path, data: &Path, out: &Path) -> Result<usize> {
     for (i, val) in v.iter().enumerate() {
         s += &i.to_string();
         if d <= 16 {
-            for x in data.obs(i) {
+            for x in data.obs_row(i).iter() {
                 s += &format!(",{x}");
             }
         }

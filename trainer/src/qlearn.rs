@@ -1,18 +1,23 @@
 //! Offline Q-learning on labelled transitions `(s, a, s', r)`: tabular Q-learning for
-//! discrete observations and Double DQN for anything else. V(s) = max_a Q(s, a).
+//! discrete observations and Double DQN for anything else (a convolutional Q-network for
+//! image observations). V(s) = max_a Q(s, a).
 
 use crate::checkpoint::{Checkpointer, State};
+use crate::conv::{Arch, ChannelNorm, ConvConfig, Encoder, ImageShape, Inputs};
 use crate::data::Dataset;
 use crate::nn::{self, Adam, Mlp};
 use crate::progress;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
+use candle_nn::VarBuilder;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
+use std::path::Path;
 
 /// Which Q-learning to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -75,6 +80,13 @@ pub struct DqnConfig {
     pub cql_alpha: f64,
     /// Number of evenly spaced checkpoints at which `probe` states are evaluated.
     pub checkpoints: usize,
+    /// Network kind: `auto` is convolutional for image observations `[C, H, W]` (a
+    /// convolutional trunk, then `hidden` fully connected layers).
+    #[serde(default)]
+    pub arch: Arch,
+    /// The convolutional trunk (used when the network is convolutional).
+    #[serde(default)]
+    pub conv: ConvConfig,
 }
 
 impl Default for DqnConfig {
@@ -91,6 +103,8 @@ impl Default for DqnConfig {
             bcq_threshold: 0.03,
             cql_alpha: 0.05,
             checkpoints: 10,
+            arch: Arch::Auto,
+            conv: ConvConfig::default(),
         }
     }
 }
@@ -107,10 +121,10 @@ impl StateIndex {
     pub fn build(data: &Dataset) -> Self {
         let mut idx = StateIndex::default();
         for i in 0..data.len() {
-            idx.insert(data.obs(i));
+            idx.insert(&data.obs_row(i));
         }
         for i in 0..data.len() {
-            idx.insert(data.next_obs(i));
+            idx.insert(&data.next_obs_row(i));
         }
         idx
     }
@@ -138,8 +152,12 @@ impl StateIndex {
     }
 }
 
-/// Whether `auto` should use the tabular learner on this data.
+/// Whether `auto` should use the tabular learner on this data. Never for images: each
+/// frame would be its own table row.
 pub fn is_tabular(data: &Dataset) -> bool {
+    if data.is_image() {
+        return false;
+    }
     let integer = data
         .observations
         .iter()
@@ -188,10 +206,10 @@ pub fn tabular(
     let k = num_actions;
     let mut q = vec![0f64; index.len() * k];
     let s: Vec<usize> = (0..data.len())
-        .map(|i| index.get(data.obs(i)).unwrap_or(0))
+        .map(|i| index.get(&data.obs_row(i)).unwrap_or(0))
         .collect();
     let s2: Vec<usize> = (0..data.len())
-        .map(|i| index.get(data.next_obs(i)).unwrap_or(0))
+        .map(|i| index.get(&data.next_obs_row(i)).unwrap_or(0))
         .collect();
     let mut order: Vec<usize> = (0..data.len()).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7461_626c);
@@ -231,42 +249,237 @@ fn check_labels(labels: &[u32], k: usize, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// A Q-network: fully connected on the standardised observation, or, for images, a
+/// convolutional trunk and a fully connected head.
+#[derive(Clone, Debug)]
+pub enum QModel {
+    Mlp(Mlp),
+    Conv(ConvQ),
+}
+
+/// The convolutional Q-network: [`Encoder`] (strided convolutions), flattened, then an MLP.
+#[derive(Clone, Debug)]
+pub struct ConvQ {
+    pub shape: ImageShape,
+    pub encoder: Encoder,
+    pub head: Mlp,
+}
+
+impl QModel {
+    /// A network from `num_inputs` (or `image`) to `k` outputs through `hidden` layers.
+    pub fn new(
+        vb: VarBuilder,
+        num_inputs: usize,
+        image: Option<(ImageShape, &[usize])>,
+        hidden: &[usize],
+        k: usize,
+    ) -> Result<Self> {
+        let dims = |input: usize| {
+            let mut v = vec![input];
+            v.extend(hidden);
+            v.push(k);
+            v
+        };
+        Ok(match image {
+            None => QModel::Mlp(Mlp::new(vb, &dims(num_inputs))?),
+            Some((shape, channels)) => {
+                let encoder = Encoder::new(vb.pp("encoder"), shape, channels)?;
+                let head = Mlp::new(vb.pp("head"), &dims(encoder.out_len()))?;
+                QModel::Conv(ConvQ {
+                    shape,
+                    encoder,
+                    head,
+                })
+            }
+        })
+    }
+
+    /// Outputs `[B, K]` of standardised inputs `[B, D]` (channels-last for images).
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            QModel::Mlp(m) => m.forward(x),
+            QModel::Conv(c) => {
+                let b = x.dim(0)?;
+                let h = c.encoder.forward(x, c.shape)?.reshape((b, ()))?;
+                c.head.forward(&h)
+            }
+        }
+    }
+
+    pub fn is_conv(&self) -> bool {
+        matches!(self, QModel::Conv(_))
+    }
+
+    /// The fully connected network, when there is no convolutional trunk.
+    pub fn as_mlp(&self) -> Option<&Mlp> {
+        match self {
+            QModel::Mlp(m) => Some(m),
+            QModel::Conv(_) => None,
+        }
+    }
+
+    /// Every parameter, named as [`QModel::new`] names it under its builder.
+    pub fn tensors(&self) -> Result<Vec<(String, Tensor)>> {
+        let mlp = |m: &Mlp, prefix: &str| -> Result<Vec<(String, Tensor)>> {
+            let mut v = vec![];
+            for (i, l) in m.layers.iter().enumerate() {
+                v.push((format!("{prefix}layers.{i}.weight"), l.weight().clone()));
+                let b = l.bias().context("layer without bias")?;
+                v.push((format!("{prefix}layers.{i}.bias"), b.clone()));
+            }
+            Ok(v)
+        };
+        match self {
+            QModel::Mlp(m) => mlp(m, ""),
+            QModel::Conv(c) => {
+                let mut v: Vec<(String, Tensor)> = c
+                    .encoder
+                    .tensors()
+                    .into_iter()
+                    .map(|(n, t)| (format!("encoder.{n}"), t))
+                    .collect();
+                v.extend(mlp(&c.head, "head.")?);
+                Ok(v)
+            }
+        }
+    }
+
+    /// Sizes of the fully connected layers, input first.
+    fn dims(&self) -> Vec<usize> {
+        let m = match self {
+            QModel::Mlp(m) => m,
+            QModel::Conv(c) => &c.head,
+        };
+        let mut d: Vec<usize> = m
+            .layers
+            .first()
+            .map(|l| l.weight().dims()[1])
+            .into_iter()
+            .collect();
+        d.extend(m.layers.iter().map(|l| l.weight().dims()[0]));
+        d
+    }
+}
+
 /// A trained Q-network with the input standardisation it was trained with.
 pub struct QNetwork {
-    pub mlp: Mlp,
+    pub net: QModel,
+    /// Input standardisation: per observation value (fully connected), or per channel
+    /// (convolutional).
     pub mean: Vec<f32>,
     pub std: Vec<f32>,
+    /// Shape of one raw observation.
+    pub obs_shape: Vec<usize>,
     pub loss_curve: Vec<f32>,
     /// BCQ's imitation network (logits over labels) and threshold.
-    pub imitation: Option<(Mlp, f32)>,
+    pub imitation: Option<(QModel, f32)>,
     /// V of the probe states at each checkpoint: `(step, values)`.
     pub checkpoints: Vec<(usize, Vec<f32>)>,
 }
 
+/// Rows per forward pass when scoring many states with a convolutional network.
+const SCORE_CHUNK: usize = 256;
+
+/// The trainer-only file format of Q-networks the runtime cannot evaluate (convolutional).
+pub const QNET_FORMAT: &str = "laq-qnet";
+pub const QNET_VERSION: &str = "1";
+
 impl QNetwork {
+    /// Values per raw observation.
+    pub fn obs_dim(&self) -> usize {
+        self.obs_shape.iter().product()
+    }
+
+    fn image_shape(&self) -> Option<ImageShape> {
+        match &self.net {
+            QModel::Conv(c) => Some(c.shape),
+            QModel::Mlp(_) => None,
+        }
+    }
+
+    /// Raw observations `[n * D]` as the network's standardised inputs.
+    fn prepare(&self, obs: &[f32]) -> Vec<f32> {
+        match self.image_shape() {
+            None => nn::standardise(obs, &self.mean, &self.std),
+            Some(shape) => {
+                let norm = ChannelNorm::new(self.mean.clone(), self.std.clone());
+                let d = shape.len();
+                let mut out = vec![0f32; obs.len()];
+                for (src, dst) in obs.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+                    norm.fill_raw(src, shape, dst);
+                }
+                out
+            }
+        }
+    }
+
     /// Q values `[n, K]` of raw observations `[n * D]`.
     pub fn q_values(&self, obs: &[f32], device: &Device) -> Result<Vec<Vec<f32>>> {
-        let d = self.mean.len();
-        let x = nn::standardise(obs, &self.mean, &self.std);
-        let t = Tensor::from_vec(x, (obs.len() / d, d), device)?;
-        Ok(self.mlp.forward(&t)?.to_vec2()?)
+        let d = self.obs_dim();
+        let mut out = vec![];
+        for part in obs.chunks(SCORE_CHUNK * d.max(1)) {
+            let x = self.prepare(part);
+            let t = Tensor::from_vec(x, (part.len() / d, d), device)?;
+            out.extend(self.net.forward(&t)?.to_vec2::<f32>()?);
+        }
+        Ok(out)
     }
 
     /// V of raw observations: max over actions (for BCQ, over the allowed ones).
     pub fn values(&self, obs: &[f32], device: &Device) -> Result<Vec<f32>> {
-        let d = self.mean.len();
-        let x = Tensor::from_vec(
-            nn::standardise(obs, &self.mean, &self.std),
-            (obs.len() / d, d),
-            device,
-        )?;
-        let q: Vec<f32> = self.mlp.forward(&x)?.flatten_all()?.to_vec1()?;
-        let k = q.len() / (obs.len() / d).max(1);
+        let d = self.obs_dim();
+        let mut out = Vec::with_capacity(obs.len() / d.max(1));
+        for part in obs.chunks(SCORE_CHUNK * d.max(1)) {
+            out.extend(self.values_prepared(self.prepare(part), device)?);
+        }
+        Ok(out)
+    }
+
+    /// V of dataset observations `idx`, converted from the store a chunk at a time.
+    pub fn values_of(&self, data: &Dataset, idx: &[usize], device: &Device) -> Result<Vec<f32>> {
+        let d = self.obs_dim();
+        if data.obs_dim() != d {
+            bail!(
+                "the Q-network takes observations of shape {:?}, the dataset's are {:?}",
+                self.obs_shape,
+                data.obs_shape
+            );
+        }
+        let mut out = Vec::with_capacity(idx.len());
+        let norm = ChannelNorm::new(self.mean.clone(), self.std.clone());
+        let mut x = vec![];
+        for part in idx.chunks(SCORE_CHUNK) {
+            x.resize(part.len() * d, 0.0);
+            match self.image_shape() {
+                Some(shape) => {
+                    for (j, &i) in part.iter().enumerate() {
+                        norm.fill(&data.observations, i, shape, &mut x[j * d..(j + 1) * d]);
+                    }
+                }
+                None => {
+                    for (j, &i) in part.iter().enumerate() {
+                        x[j * d..(j + 1) * d].copy_from_slice(&data.obs_row(i));
+                    }
+                    x = nn::standardise(&x, &self.mean, &self.std);
+                }
+            }
+            out.extend(self.values_prepared(std::mem::take(&mut x), device)?);
+        }
+        Ok(out)
+    }
+
+    /// V of standardised inputs `[n * D]`.
+    fn values_prepared(&self, x: Vec<f32>, device: &Device) -> Result<Vec<f32>> {
+        let d = self.obs_dim();
+        let n = x.len() / d.max(1);
+        let x = Tensor::from_vec(x, (n, d), device)?;
+        let q: Vec<f32> = self.net.forward(&x)?.flatten_all()?.to_vec1()?;
+        let k = q.len() / n.max(1);
         let allowed = match &self.imitation {
             Some((m, t)) => Some((m.forward(&x)?.flatten_all()?.to_vec1::<f32>()?, *t)),
             None => None,
         };
-        Ok((0..obs.len() / d)
+        Ok((0..n)
             .map(|j| {
                 let row = &q[j * k..(j + 1) * k];
                 let ok = |a: usize| {
@@ -281,6 +494,150 @@ impl QNetwork {
             })
             .collect())
     }
+
+    /// The network as a trainer-only safetensors file (`laq-qnet`): the parameters under
+    /// their training names, the input standardisation, and the shapes in the metadata.
+    /// [`QNetwork::load`] reads it back; the runtime does not.
+    pub fn to_bytes(&self, gamma: f64, info: &BTreeMap<String, String>) -> Result<Vec<u8>> {
+        let mut meta: std::collections::HashMap<String, String> =
+            info.clone().into_iter().collect();
+        meta.insert("format".into(), QNET_FORMAT.into());
+        meta.insert("version".into(), QNET_VERSION.into());
+        meta.insert("obs_shape".into(), serde_json::to_string(&self.obs_shape)?);
+        meta.insert("dims".into(), serde_json::to_string(&self.net.dims())?);
+        meta.insert("gamma".into(), format!("{}", gamma as f32));
+        if let QModel::Conv(c) = &self.net {
+            meta.insert(
+                "channels".into(),
+                serde_json::to_string(&c.encoder.channels())?,
+            );
+        }
+        let mut named: Vec<(String, Tensor)> = vec![];
+        named.push((
+            "input.mean".into(),
+            Tensor::new(self.mean.as_slice(), &Device::Cpu)?,
+        ));
+        named.push((
+            "input.std".into(),
+            Tensor::new(self.std.as_slice(), &Device::Cpu)?,
+        ));
+        for (n, t) in self.net.tensors()? {
+            named.push((format!("q.{n}"), t));
+        }
+        if let Some((m, t)) = &self.imitation {
+            meta.insert("bcq_threshold".into(), format!("{t}"));
+            for (n, t) in m.tensors()? {
+                named.push((format!("imitation.{n}"), t));
+            }
+        }
+        let host = named
+            .into_iter()
+            .map(|(n, t)| {
+                let shape = t.dims().to_vec();
+                let v: Vec<f32> = t.flatten_all()?.to_vec1()?;
+                Ok((
+                    n,
+                    shape,
+                    v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let views = host
+            .iter()
+            .map(|(n, shape, bytes)| {
+                Ok((
+                    n.clone(),
+                    safetensors::tensor::TensorView::new(
+                        safetensors::Dtype::F32,
+                        shape.clone(),
+                        bytes,
+                    )?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(safetensors::serialize(views, Some(meta))?)
+    }
+
+    /// Writes [`QNetwork::to_bytes`] atomically.
+    pub fn save(&self, path: &Path, gamma: f64, info: &BTreeMap<String, String>) -> Result<()> {
+        crate::io::write_atomic(path, &self.to_bytes(gamma, info)?)
+    }
+
+    /// Reads a `laq-qnet` file; returns the network and its discount.
+    pub fn load(path: &Path, device: &Device) -> Result<(QNetwork, f64)> {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Self::from_bytes(&bytes, device)
+            .with_context(|| format!("invalid Q-network {}", path.display()))
+    }
+
+    pub fn from_bytes(bytes: &[u8], device: &Device) -> Result<(QNetwork, f64)> {
+        let (_, header) =
+            safetensors::SafeTensors::read_metadata(bytes).context("not a safetensors file")?;
+        let meta = header.metadata().clone().unwrap_or_default();
+        let get = |k: &str| meta.get(k).with_context(|| format!("metadata lacks `{k}`"));
+        if get("format")? != QNET_FORMAT || get("version")? != QNET_VERSION {
+            bail!("not a `{QNET_FORMAT}` version {QNET_VERSION} file");
+        }
+        let json = |k: &str| -> Result<Vec<usize>> {
+            serde_json::from_str(get(k)?).with_context(|| format!("bad `{k}`"))
+        };
+        let obs_shape = json("obs_shape")?;
+        let dims = json("dims")?;
+        if dims.len() < 2 {
+            bail!("bad `dims` {dims:?}");
+        }
+        let gamma: f64 = get("gamma")?.parse().context("bad `gamma`")?;
+        let mut tensors = candle_core::safetensors::load_buffer(bytes, device)?;
+        let mut take = |k: &str| -> Result<Vec<f32>> {
+            Ok(tensors
+                .remove(k)
+                .with_context(|| format!("missing tensor `{k}`"))?
+                .to_vec1()?)
+        };
+        let mean = take("input.mean")?;
+        let std = take("input.std")?;
+        let image = match meta.get("channels") {
+            Some(c) => {
+                let channels: Vec<usize> = serde_json::from_str(c).context("bad `channels`")?;
+                Some((ImageShape::new(&obs_shape, channels.len())?, channels))
+            }
+            None => None,
+        };
+        let vb = VarBuilder::from_tensors(tensors, candle_core::DType::F32, device);
+        let hidden = &dims[1..dims.len() - 1];
+        let k = dims[dims.len() - 1];
+        let d: usize = obs_shape.iter().product();
+        let image_ref = image.as_ref().map(|(s, c)| (*s, c.as_slice()));
+        let net = QModel::new(vb.pp("q"), d, image_ref, hidden, k)?;
+        let imitation = match meta.get("bcq_threshold") {
+            Some(t) => Some((
+                QModel::new(vb.pp("imitation"), d, image_ref, hidden, k)?,
+                t.parse().context("bad `bcq_threshold`")?,
+            )),
+            None => None,
+        };
+        Ok((
+            QNetwork {
+                net,
+                mean,
+                std,
+                obs_shape,
+                loss_curve: vec![],
+                imitation,
+                checkpoints: vec![],
+            },
+            gamma,
+        ))
+    }
+}
+
+/// Whether a file is a [`QNET_FORMAT`] Q-network (by its metadata).
+pub fn is_qnet_file(bytes: &[u8]) -> bool {
+    safetensors::SafeTensors::read_metadata(bytes)
+        .ok()
+        .and_then(|(_, h)| h.metadata().clone())
+        .is_some_and(|m| m.get("format").map(String::as_str) == Some(QNET_FORMAT))
 }
 
 /// Whether label `a` passes BCQ's filter: p(a) / max p >= threshold, from logits.
@@ -354,26 +711,43 @@ pub fn dqn_resumable(
         bail!("deep Q-learning variant must be dqn, bcq or cql");
     }
     check_labels(labels, num_actions, data.len())?;
-    let d = data.obs_dim();
     let n = data.len();
-    let (mean, std) = nn::column_stats(&data.observations, d);
-    let obs = nn::standardise(&data.observations, &mean, &std);
-    let next = nn::standardise(&data.next_observations, &mean, &std);
-    let mut dims = vec![d];
-    dims.extend(&cfg.hidden);
-    dims.push(num_actions);
+    let image = if cfg.arch.is_conv(&data.obs_shape)? {
+        Some(ImageShape::new(&data.obs_shape, cfg.conv.channels.len())?)
+    } else {
+        None
+    };
+    let (inputs, mean, std) = match image {
+        None => {
+            if data.is_image() {
+                log::warn!(
+                    "a fully connected Q-network on images converts every observation to f32 \
+                     (4x the memory of u8 storage)"
+                );
+            }
+            Inputs::dense(data)
+        }
+        Some(shape) => {
+            let inputs = Inputs::image(data, shape);
+            let (mean, std) = match &inputs {
+                Inputs::Image { norm, .. } => (norm.mean.clone(), norm.std.clone()),
+                Inputs::Dense { .. } => unreachable!("image inputs"),
+            };
+            (inputs, mean, std)
+        }
+    };
+    let d = inputs.dim();
+    let image_ref = image.map(|s| (s, cfg.conv.channels.as_slice()));
+    let build = |vb: VarBuilder| QModel::new(vb, d, image_ref, &cfg.hidden, num_actions);
     let (vm, vb) = nn::new_varmap(device);
-    let net = Mlp::new(vb.pp("q"), &dims)?;
+    let net = build(vb.pp("q"))?;
     let imitation = match variant {
-        QKind::Bcq => Some((
-            Mlp::new(vb.pp("imitation"), &dims)?,
-            cfg.bcq_threshold as f32,
-        )),
+        QKind::Bcq => Some((build(vb.pp("imitation"))?, cfg.bcq_threshold as f32)),
         _ => None,
     };
     nn::init_vars(&vm, seed)?;
     let (tvm, tvb) = nn::new_varmap(device);
-    let target = Mlp::new(tvb.pp("q"), &dims)?;
+    let target = build(tvb.pp("q"))?;
     nn::copy_vars(&vm, &tvm)?;
     let mut opt = Adam::new(&vm, cfg.lr, 0.0)?;
     let (lo, hi) = return_bounds(data, cfg.gamma);
@@ -413,8 +787,8 @@ pub fn dqn_resumable(
         }
         for j in 0..bs {
             let i = rng.random_range(0..n);
-            bs_s[j * d..(j + 1) * d].copy_from_slice(&obs[i * d..(i + 1) * d]);
-            bs_s2[j * d..(j + 1) * d].copy_from_slice(&next[i * d..(i + 1) * d]);
+            inputs.fill(i, false, &mut bs_s[j * d..(j + 1) * d]);
+            inputs.fill(i, true, &mut bs_s2[j * d..(j + 1) * d]);
             bs_a[j] = labels[i];
             bs_r[j] = data.rewards[i];
             bs_t[j] = data.terminals[i];
@@ -454,9 +828,10 @@ pub fn dqn_resumable(
         if let Some(p) = probe {
             if (step + 1) % every == 0 {
                 let q = QNetwork {
-                    mlp: net.clone(),
+                    net: net.clone(),
                     mean: mean.clone(),
                     std: std.clone(),
+                    obs_shape: data.obs_shape.clone(),
                     loss_curve: vec![],
                     imitation: imitation.clone(),
                     checkpoints: vec![],
@@ -487,9 +862,10 @@ pub fn dqn_resumable(
     }
     bar.finish_and_clear();
     Ok(QNetwork {
-        mlp: net,
+        net,
         mean,
         std,
+        obs_shape: data.obs_shape.clone(),
         loss_curve: curve,
         imitation,
         checkpoints: snapshots,
@@ -508,7 +884,7 @@ pub struct Batch<'a> {
 /// The extra terms of BCQ and CQL.
 pub struct Losses<'a> {
     /// BCQ's imitation network and threshold.
-    pub imitation: Option<(&'a Mlp, f32)>,
+    pub imitation: Option<(&'a QModel, f32)>,
     /// CQL's weight (0: none).
     pub cql_alpha: f32,
 }
@@ -518,8 +894,8 @@ pub struct Losses<'a> {
 /// trains the imitation network alongside; CQL adds its conservative term.
 #[allow(clippy::too_many_arguments)]
 pub fn dqn_step(
-    net: &Mlp,
-    target: &Mlp,
+    net: &QModel,
+    target: &QModel,
     opt: &mut Adam,
     b: &Batch,
     gamma: f32,
@@ -666,9 +1042,10 @@ pub fn fit(
         .fold(0.0, f64::max);
     Ok((
         QNetwork {
-            mlp,
+            net: QModel::Mlp(mlp),
             mean,
             std,
+            obs_shape: vec![d],
             loss_curve: curve,
             imitation: None,
             checkpoints: vec![],

@@ -97,9 +97,9 @@ pub fn train(data: &Dataset, cfg: &Td3BcConfig, seed: u64, device: &Device) -> R
         bail!("the TD3+BC reference needs continuous ground-truth `actions` in the dataset");
     };
     let (d, n, ad) = (data.obs_dim(), data.len(), *ad);
-    let (mean, std) = nn::column_stats(&data.observations, d);
-    let obs = nn::standardise(&data.observations, &mean, &std);
-    let next = nn::standardise(&data.next_observations, &mean, &std);
+    let (mean, std) = nn::column_stats(&data.observations.to_f32(), d);
+    let obs = nn::standardise(&data.observations.to_f32(), &mean, &std);
+    let next = nn::standardise(&data.next_observations.to_f32(), &mean, &std);
     let dims = |i: usize, o: usize| {
         let mut v = vec![i];
         v.extend(&cfg.hidden);

@@ -5,7 +5,7 @@ use crate::data::{Actions, Dataset};
 use crate::export::ValueModel;
 use crate::labels::{self, LabelSource, Labelled};
 use crate::mining::MiningConfig;
-use crate::qlearn::{self, DistillConfig, DqnConfig, QKind, Table, TabularConfig};
+use crate::qlearn::{self, DistillConfig, DqnConfig, QKind, QNetwork, Table, TabularConfig};
 use anyhow::{Context, Result};
 use candle_core::Device;
 use serde::{Deserialize, Serialize};
@@ -50,7 +50,9 @@ impl TrainConfig {
     /// spaces, and a smaller forward model with larger batches for continuous states
     /// (the authors' Maze2D model is smaller still, 4-8-16-8).
     pub fn for_data(data: &Dataset) -> Self {
-        if qlearn::is_tabular(data) {
+        if data.is_image() {
+            TrainConfig::images()
+        } else if qlearn::is_tabular(data) {
             TrainConfig::default()
         } else {
             TrainConfig::continuous()
@@ -89,6 +91,24 @@ impl TrainConfig {
         cfg.dqn.target_update = 100;
         cfg
     }
+
+    /// The settings for image observations `[C, H, W]` (convolutional networks, chosen by
+    /// `arch = auto`), sized for one CPU core: a mining or Q-learning step costs tens of
+    /// milliseconds at 32x32 (see `laq bench`), so batches are smaller and runs shorter
+    /// than for vector states. The authors' navigation runs used 30k Q-learning steps with
+    /// the target network copied every 500.
+    pub fn images() -> Self {
+        let mut cfg = TrainConfig::default();
+        cfg.mining.embedding = 16;
+        cfg.mining.batch_size = 32;
+        cfg.mining.steps = 2000;
+        cfg.mining.restarts = 1;
+        cfg.dqn.hidden = vec![128];
+        cfg.dqn.batch_size = 32;
+        cfg.dqn.steps = 6000;
+        cfg.dqn.target_update = 500;
+        cfg
+    }
 }
 
 fn overlay(base: &mut toml::Table, user: toml::Table, at: &str) -> Result<()> {
@@ -120,7 +140,11 @@ pub struct Trained {
     /// `Tabular` or `Dqn`: what `auto` resolved to.
     pub q_used: QKind,
     pub table: Option<Table>,
-    pub model: ValueModel,
+    /// The runtime's model (`value.safetensors`); `None` for a convolutional Q-network,
+    /// which the format cannot hold.
+    pub model: Option<ValueModel>,
+    /// The deep Q-network (DQN, BCQ, CQL), as trained.
+    pub qnet: Option<QNetwork>,
     pub distill_max_abs_error: Option<f64>,
     pub q_loss: Vec<f32>,
     /// Transitions Q-learning used (fewer than the data with `top_actions`).
@@ -220,7 +244,8 @@ pub fn train_resumable(
                 labelled,
                 q_used,
                 table: Some(table),
-                model,
+                model: Some(model),
+                qnet: None,
                 distill_max_abs_error: Some(err),
                 q_loss: net.loss_curve,
                 q_transitions: qdata.len(),
@@ -238,7 +263,9 @@ pub fn train_resumable(
             )?;
             timings.push((format!("Q-learning ({name})"), t.elapsed().as_secs_f64()));
             info.insert("q".to_string(), name.to_string());
-            let (model, err) = if net.imitation.is_some() {
+            let (model, err) = if net.net.is_conv() {
+                (None, None)
+            } else if net.imitation.is_some() {
                 // BCQ's V is a max over the actions its imitation network allows, which
                 // the format's max-Q head cannot express: export V itself (one output),
                 // fitted on the data's states.
@@ -247,25 +274,29 @@ pub fn train_resumable(
                 let step = (qdata.len() / 20000).max(1);
                 let states: Vec<f32> = (0..qdata.len())
                     .step_by(step)
-                    .flat_map(|i| qdata.obs(i).to_vec())
+                    .flat_map(|i| qdata.obs_row(i).into_owned())
                     .collect();
                 let v = net.values(&states, device)?;
                 let (fitted, err) = qlearn::fit(&states, d, &v, 1, &cfg.distill, cfg.seed, device)?;
                 timings.push(("export (fit MLP to V)".into(), t.elapsed().as_secs_f64()));
                 (
-                    ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?,
+                    Some(ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?),
                     Some(err),
                 )
             } else {
-                (ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?, None)
+                (
+                    Some(ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?),
+                    None,
+                )
             };
             Trained {
                 labelled,
                 q_used: variant,
                 table: None,
                 model,
+                q_loss: net.loss_curve.clone(),
+                qnet: Some(net),
                 distill_max_abs_error: err,
-                q_loss: net.loss_curve,
                 q_transitions: qdata.len(),
                 timings,
             }
@@ -285,6 +316,20 @@ pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
     );
     info.insert("seed".to_string(), cfg.seed.to_string());
     info
+}
+
+/// The runtime's model file in a run directory.
+pub const VALUE_FILE: &str = "value.safetensors";
+/// The trainer-only Q-network file of a run on images.
+pub const QNET_FILE: &str = "qnet.safetensors";
+
+fn q_name(q: QKind) -> &'static str {
+    match q {
+        QKind::Tabular => "tabular",
+        QKind::Bcq => "bcq",
+        QKind::Cql => "cql",
+        _ => "dqn",
+    }
 }
 
 /// The checkpoint stage name of labelling.
@@ -336,12 +381,7 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
     }
     let mut m = json!({
         "labels": cfg.labels.key(),
-        "q": match tr.q_used {
-            QKind::Tabular => "tabular",
-            QKind::Bcq => "bcq",
-            QKind::Cql => "cql",
-            _ => "dqn",
-        },
+        "q": q_name(tr.q_used),
         "transitions": data.len(),
         "obs_shape": data.obs_shape,
         "num_actions": tr.labelled.num_actions,
@@ -359,7 +399,7 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
         m["global_purity"] = json!(crate::eval::global_purity(&tr.labelled.labels, a));
         if let Some(table) = &tr.table {
             let states: Vec<usize> = (0..data.len())
-                .map(|i| table.index.get(data.obs(i)).unwrap_or(0))
+                .map(|i| table.index.get(&data.obs_row(i)).unwrap_or(0))
                 .collect();
             m["purity"] = json!(crate::eval::state_purity(&states, &tr.labelled.labels, a));
         }
@@ -369,7 +409,8 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
 
 /// Writes the run directory: `value.safetensors`, `labels.npy`, `metrics.json`,
 /// `config.toml`, `run.json` (data, fingerprint, versions) and `summary.txt`. Every file
-/// is written atomically.
+/// is written atomically. A convolutional Q-network (images) has no runtime export: the
+/// directory holds the trainer-only `qnet.safetensors` instead of `value.safetensors`.
 pub fn write_run(
     dir: &Path,
     data: &Dataset,
@@ -378,7 +419,19 @@ pub fn write_run(
     source: &str,
 ) -> Result<Value> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    tr.model.save(&dir.join("value.safetensors"), false)?;
+    let format = match (&tr.model, &tr.qnet) {
+        (Some(m), _) => {
+            m.save(&dir.join(VALUE_FILE), false)?;
+            "laq-value 1"
+        }
+        (None, Some(q)) => {
+            let mut info = model_info(cfg);
+            info.insert("q".into(), q_name(tr.q_used).into());
+            q.save(&dir.join(QNET_FILE), cfg.dqn.gamma, &info)?;
+            "laq-qnet 1 (trainer only)"
+        }
+        (None, None) => anyhow::bail!("the run produced no model to write"),
+    };
     let labels: Vec<u8> = tr
         .labelled
         .labels
@@ -404,7 +457,7 @@ pub fn write_run(
         "transitions": data.len(),
         "seed": cfg.seed,
         "laq_version": env!("CARGO_PKG_VERSION"),
-        "model_format": "laq-value 1",
+        "model_format": format,
         "command": format!("laq train --config config.toml --data {source} --out DIR"),
     });
     crate::io::write_text(&dir.join("run.json"), &serde_json::to_string_pretty(&run)?)?;
@@ -438,13 +491,24 @@ fn summary(data: &Dataset, cfg: &TrainConfig, tr: &Trained, m: &Value, source: &
             "  export error       {e:.2e} (largest |fitted - learned| on the fitted states)\n"
         );
     }
-    s += &format!(
-        "  model              value.safetensors: {} -> {} ({} layers, head {})\n",
-        tr.model.input_dim(),
-        tr.model.num_outputs(),
-        tr.model.layers.len(),
-        tr.model.head.name()
-    );
+    match (&tr.model, &tr.qnet) {
+        (Some(model), _) => {
+            s += &format!(
+                "  model              {VALUE_FILE}: {} -> {} ({} layers, head {})\n",
+                model.input_dim(),
+                model.num_outputs(),
+                model.layers.len(),
+                model.head.name()
+            )
+        }
+        (None, Some(_)) => {
+            s += &format!(
+                "  model              {QNET_FILE}: convolutional Q-network, trainer only (the \
+                 runtime's format has no convolutions; no {VALUE_FILE} written)\n"
+            )
+        }
+        (None, None) => {}
+    }
     for (k, v) in &tr.timings {
         s += &format!("  time {k:<28} {v:.2} s\n");
     }
@@ -471,7 +535,7 @@ mod tests {
         cfg.dqn.steps = 300;
         cfg.dqn.target_update = 50;
         cfg.distill.steps = 50;
-        let bytes = |t: &Trained| t.model.to_bytes(false).unwrap();
+        let bytes = |t: &Trained| t.model.as_ref().unwrap().to_bytes(false).unwrap();
         let reference = bytes(&train(&data, &cfg, &device).unwrap());
         let id = |cfg: &TrainConfig| {
             let mut m = serde_json::Map::new();

@@ -207,8 +207,8 @@ fn train_works_on_other_data() {
     }
     let data = Dataset {
         obs_shape: vec![2],
-        observations: o,
-        next_observations: n,
+        observations: o.into(),
+        next_observations: n.into(),
         rewards: r,
         terminals: t,
         timeouts: None,

@@ -170,8 +170,8 @@ impl GridWorld {
         }
         Dataset {
             obs_shape: vec![2],
-            observations: obs,
-            next_observations: next,
+            observations: obs.into(),
+            next_observations: next.into(),
             rewards: rew,
             terminals: term,
             timeouts: Some(tout),

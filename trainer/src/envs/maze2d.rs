@@ -251,8 +251,8 @@ impl Maze {
         let n = rew.len();
         Dataset {
             obs_shape: vec![4],
-            observations: obs,
-            next_observations: next,
+            observations: obs.into(),
+            next_observations: next.into(),
             rewards: rew,
             terminals: vec![false; n],
             timeouts: Some(tout),
@@ -331,14 +331,18 @@ mod tests {
         assert_eq!(a.len(), 3000);
         assert_eq!(a, m.generate(3000, 500, 1));
         assert!(a.rewards.iter().any(|&r| r > 0.0));
-        assert!(a.observations.chunks(4).all(|s| !m.wall_at(s[0], s[1])));
+        assert!(a
+            .observations
+            .to_f32()
+            .chunks(4)
+            .all(|s| !m.wall_at(s[0], s[1])));
         assert_eq!(
             a.timeouts.as_ref().unwrap().iter().filter(|&&t| t).count(),
             6
         );
         // Every cell is visited.
         let mut seen = std::collections::HashSet::new();
-        for s in a.observations.chunks(4) {
+        for s in a.observations.to_f32().chunks(4) {
             seen.insert((s[0] as usize, s[1] as usize));
         }
         assert_eq!(seen.len(), m.open_cells().len());

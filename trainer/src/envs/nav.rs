@@ -673,13 +673,12 @@ impl NavData {
         self.rewards.is_empty()
     }
 
-    /// The transitions as a dataset (pixel values 0..=255 as f32).
+    /// The transitions as a dataset; the frames stay u8 (pixel values 0..=255).
     pub fn to_dataset(&self) -> Dataset {
-        let f = |v: &[u8]| v.iter().map(|&x| x as f32).collect();
         Dataset {
             obs_shape: self.obs_shape.clone(),
-            observations: f(&self.observations),
-            next_observations: f(&self.next_observations),
+            observations: self.observations.clone().into(),
+            next_observations: self.next_observations.clone().into(),
             rewards: self.rewards.clone(),
             terminals: self.terminals.clone(),
             timeouts: Some(self.timeouts.clone()),
@@ -1283,8 +1282,8 @@ fn allocate(episodes: usize, mix: [f64; 3]) -> [usize; 3] {
 }
 
 /// The default navigation data: `episodes` episodes of the paper's protocol at `size` x
-/// `size` pixels, as a dataset (pixel values 0..=255 as f32). [`Nav::generate`] also gives
-/// the poses and keeps the frames as u8.
+/// `size` pixels, as a dataset (u8 pixel values 0..=255). [`Nav::generate`] also gives
+/// the poses.
 pub fn generate(episodes: usize, seed: u64, size: usize) -> Result<Dataset> {
     let cfg = GenConfig {
         episodes,
