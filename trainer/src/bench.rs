@@ -166,6 +166,79 @@ fn dqn_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
     Ok((ours, baseline))
 }
 
+/// Image size, batch and latent actions of the convolutional steps: 32x32 RGB frames (the
+/// navigation study's), batch 32, K = 8, the default `conv.channels`.
+const IMAGE: (usize, usize, usize) = (32, 32, 8);
+
+/// One hard-EM step of the convolutional forward model and one Double-DQN step of the
+/// convolutional Q-network (ms each).
+fn conv_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
+    let (size, b, k) = IMAGE;
+    let shape = crate::conv::ImageShape::new(&[3, size, size], 3)?;
+    let d = shape.len();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let s = Tensor::from_vec(random(&mut rng, b * d), (b, d), device)?;
+    let s2 = Tensor::from_vec(random(&mut rng, b * d), (b, d), device)?;
+    let cfg = MiningConfig {
+        latent_actions: k,
+        embedding: 16,
+        ..Default::default()
+    };
+    let (vm, vb) = nn::new_varmap(device);
+    let model = mining::ConvForwardModel::new(vb, shape, &cfg)?;
+    nn::init_vars(&vm, 0)?;
+    let mut opt = Adam::new(&vm, 1e-3, 1e-5)?;
+    let mine = time_ms(
+        || mining::train_step(&model, &mut opt, &s, &s2, 2, None).map(|_| ()),
+        3,
+        iters,
+        reps,
+    )?;
+
+    let channels = crate::conv::ConvConfig::default().channels;
+    let build = |vb| qlearn::QModel::new(vb, d, Some((shape, &channels)), &[128], k);
+    let (vm, vb) = nn::new_varmap(device);
+    let net = build(vb)?;
+    nn::init_vars(&vm, 0)?;
+    let (tvm, tvb) = nn::new_varmap(device);
+    let target = build(tvb)?;
+    nn::copy_vars(&vm, &tvm)?;
+    let (sh, s2h) = (random(&mut rng, b * d), random(&mut rng, b * d));
+    let a: Vec<u32> = (0..b).map(|_| rng.random_range(0..k as u32)).collect();
+    let r: Vec<f32> = (0..b).map(|i| (i % 7 == 0) as u32 as f32).collect();
+    let t: Vec<bool> = r.iter().map(|&x| x > 0.0).collect();
+    let batch = Batch {
+        s: &sh,
+        s2: &s2h,
+        a: &a,
+        r: &r,
+        terminal: &t,
+    };
+    let mut opt = Adam::new(&vm, 5e-4, 0.0)?;
+    let dqn = time_ms(
+        || {
+            qlearn::dqn_step(
+                &net,
+                &target,
+                &mut opt,
+                &batch,
+                0.99,
+                (0.0, 1.0),
+                &qlearn::Losses {
+                    imitation: None,
+                    cql_alpha: 0.0,
+                },
+                device,
+            )
+            .map(|_| ())
+        },
+        3,
+        iters,
+        reps,
+    )?;
+    Ok((mine, dqn))
+}
+
 /// A value model with random weights (biases small, weights scaled by 1/sqrt(fan_in)).
 fn random_model(dims: &[usize], rng: &mut ChaCha8Rng) -> ValueModel {
     let layers = dims
@@ -316,6 +389,12 @@ pub fn run(quick: bool) -> Result<(Value, String)> {
     let (mine, mine_base) = mining_steps(iters, reps, &device)?;
     let (dqn, dqn_base) = dqn_steps(iters, reps, &device)?;
     let infer = inference(iters, reps, &device)?;
+    let (conv_mine, conv_dqn) = if quick {
+        conv_steps(5, 3, &device)?
+    } else {
+        conv_steps(20, 5, &device)?
+    };
+    let (size, b, k) = IMAGE;
     let torch = pytorch_ms();
     let (torch_m, torch_d, torch_src) = match torch {
         Some((m, d)) => (m, d, "measured in this run"),
@@ -339,6 +418,17 @@ pub fn run(quick: bool) -> Result<(Value, String)> {
         torch_d / dqn
     );
     rep += &format!("\nPyTorch column: {torch_src}.\n");
+    rep += &format!(
+        "\nimages ({size}x{size} RGB, batch {b}, K={k}, conv 16-32-32)   ms/step   transitions/s\n"
+    );
+    rep += &format!(
+        "mining, convolutional forward model   {conv_mine:>8.2}  {:>14.0}\n",
+        b as f64 * 1e3 / conv_mine
+    );
+    rep += &format!(
+        "double DQN, convolutional Q-network   {conv_dqn:>8.2}  {:>14.0}\n",
+        b as f64 * 1e3 / conv_dqn
+    );
     rep += "\ninference, one call (microseconds)        runtime     candle  speed-up\n";
     for (what, ours, theirs) in &infer {
         rep += &format!(
@@ -353,6 +443,9 @@ pub fn run(quick: bool) -> Result<(Value, String)> {
         "pytorch_source": torch_src,
         "inference_us": infer.iter().map(|(k, a, b)| (k.clone(), json!({"runtime": a, "candle": b, "speedup": b / a}))).collect::<serde_json::Map<_, _>>(),
         "mining_speedup_vs_pytorch": torch_m / mine, "dqn_speedup_vs_pytorch": torch_d / dqn,
+        "conv_mining_ms": conv_mine, "conv_dqn_ms": conv_dqn,
+        "conv_mining_transitions_per_s": b as f64 * 1e3 / conv_mine,
+        "conv_dqn_transitions_per_s": b as f64 * 1e3 / conv_dqn,
     });
     Ok((v, rep))
 }

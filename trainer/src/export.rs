@@ -292,7 +292,7 @@ impl ValueModel {
 
 /// Rewrites a safetensors header with sorted keys: the reference writer emits its
 /// metadata map in hash order, which would make identical models differ byte-wise.
-fn canonical_header(bytes: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn canonical_header(bytes: &[u8]) -> Result<Vec<u8>> {
     let n = u64::from_le_bytes(bytes.get(..8).context("short file")?.try_into()?) as usize;
     let header: serde_json::Value =
         serde_json::from_slice(bytes.get(8..8 + n).context("short header")?)?;

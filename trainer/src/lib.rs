@@ -8,7 +8,8 @@
 //! [`export`] (model format), [`quantize`] (int8),
 //! [`train`] (one run), [`guide`] (controller guidance), [`import`] (D4RL and Minari
 //! files), [`checkpoint`] (resumable runs), [`inspect`] (file descriptions),
-//! [`reproduce`] (the paper's studies), [`bench`] (speed).
+//! [`reproduce`] (the paper's studies), [`navstudy`] (the first-person navigation study),
+//! [`bench`] (speed).
 
 // Numeric loops index several parallel arrays at once; iterator chains would hide that.
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]
@@ -26,6 +27,7 @@ pub mod inspect;
 pub mod io;
 pub mod labels;
 pub mod mining;
+pub mod navstudy;
 pub mod nn;
 pub mod predict;
 pub mod progress;

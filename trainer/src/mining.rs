@@ -210,19 +210,31 @@ fn expansion(b: usize, k: usize, device: &Device) -> candle_core::Result<(Tensor
 /// The forward model for images: it predicts the standardised change s' - s, in pixels.
 ///
 /// A strided convolutional encoder maps s to a small feature map once per sample. The
-/// latent action's embedding, tiled over that map, joins it through a 1x1 convolution
-/// stored as two blocks (`fuse.from_state` on the features, once per sample;
-/// `fuse.from_action` on the embedding, once per action), as the fully connected model
-/// splits its first decoder layer. Only the decoder (a 3x3 convolution, then 2x2 stride-2
-/// transposed convolutions back to full size) runs per sample and latent action.
+/// latent action's embedding, tiled over that map, joins it as in a convolution over the
+/// concatenation, stored as two blocks: `fuse.from_state`, a 3x3 convolution of the
+/// features (once per sample), and `fuse.from_action`, a linear map of the embedding (once
+/// per action), as the fully connected model splits its first decoder layer. Only the
+/// decoder, 2x2 stride-2 transposed convolutions back to full size, runs per sample and
+/// latent action.
+///
+/// Each transposed convolution's output is added to a 1x1 projection of the encoder map
+/// of the same size (the input image for the last): skip connections, computed once per
+/// sample, that tell the decoder where things are at full resolution, so that the
+/// bottleneck need only say how they move. The embedding also shifts every decoder layer
+/// but the last by a learned per-action offset: on moving-square data this made hard EM
+/// find the true motions more often with three encoder layers (purity 0.54 to 0.82 over
+/// three seeds at 16x16), where the action's only way in was the bottleneck's ReLU.
 pub struct ConvForwardModel {
     shape: ImageShape,
     encoder: Encoder,
     embeddings: Tensor,
-    from_state: Linear,
+    from_state: crate::conv::Conv,
     from_action: Linear,
-    mix: crate::conv::Conv,
     ups: Vec<Up>,
+    /// Projections of the encoder maps, `skips[i]` joining `ups[i]`'s output.
+    skips: Vec<Linear>,
+    /// Per-action offsets (from the embedding) added to `ups[i]`'s output but the last.
+    acts: Vec<Linear>,
     k: usize,
 }
 
@@ -235,9 +247,9 @@ impl ConvForwardModel {
         let encoder = Encoder::new(vb.pp("encoder"), shape, channels)?;
         let f = encoder.out_channels;
         let embeddings = vb.get((cfg.latent_actions, cfg.embedding), "embeddings")?;
-        let from_state = candle_nn::linear_no_bias(f, f, vb.pp("fuse.from_state"))?;
+        let from_state =
+            crate::conv::Conv::new(vb.pp("fuse.from_state"), f, f, 3, 1, 1, encoder.out_hw)?;
         let from_action = candle_nn::linear(cfg.embedding, f, vb.pp("fuse.from_action"))?;
-        let mix = crate::conv::Conv::new(vb.pp("decoder.mix"), f, f, 3, 1, 1, encoder.out_hw)?;
         // Mirror of the encoder: channels in reverse, ending with the image's.
         let mut outs: Vec<usize> = channels[..channels.len() - 1]
             .iter()
@@ -245,10 +257,26 @@ impl ConvForwardModel {
             .copied()
             .collect();
         outs.push(shape.c);
-        let mut ups = vec![];
+        // Channels of the encoder's maps, input first.
+        let mut maps = vec![shape.c];
+        maps.extend(&channels[..channels.len() - 1]);
+        let (mut ups, mut skips, mut acts) = (vec![], vec![], vec![]);
         let (mut hw, mut cin) = (encoder.out_hw, f);
         for (i, &cout) in outs.iter().enumerate() {
             ups.push(Up::new(vb.pp(format!("decoder.up.{i}")), cin, cout, hw)?);
+            let from = maps[maps.len() - 1 - i];
+            skips.push(candle_nn::linear_no_bias(
+                from,
+                cout,
+                vb.pp(format!("decoder.skip.{i}")),
+            )?);
+            if i + 1 < outs.len() {
+                acts.push(candle_nn::linear_no_bias(
+                    cfg.embedding,
+                    cout,
+                    vb.pp(format!("decoder.action.{i}")),
+                )?);
+            }
             hw = (hw.0 * 2, hw.1 * 2);
             cin = cout;
         }
@@ -258,8 +286,9 @@ impl ConvForwardModel {
             embeddings,
             from_state,
             from_action,
-            mix,
             ups,
+            skips,
+            acts,
             k: cfg.latent_actions,
         })
     }
@@ -272,22 +301,40 @@ impl ConvForwardModel {
         rows_b: &Tensor,
         rows_k: &Tensor,
     ) -> candle_core::Result<Tensor> {
-        let r = rows_b.dim(0)?;
-        let h = self.encoder.forward(s, self.shape)?;
-        let a = self.from_state.forward(&h)?;
+        self.decode(s, rows_b, rows_k, None)
+    }
+
+    /// [`ConvForwardModel::deltas`], minus `target[rows_b]` when a per-sample target
+    /// `[B, D]` is given (folded into the last skip term, which is also per sample).
+    fn decode(
+        &self,
+        s: &Tensor,
+        rows_b: &Tensor,
+        rows_k: &Tensor,
+        target: Option<&Tensor>,
+    ) -> candle_core::Result<Tensor> {
+        let (b, r) = (s.dim(0)?, rows_b.dim(0)?);
+        let maps = self.encoder.forward_all(s, self.shape)?;
+        let a = self.from_state.forward(&maps[maps.len() - 1])?;
         let c = self.from_action.forward(&self.embeddings)?;
-        let z = a
+        let mut x = a
             .index_select(rows_b, 0)?
             .broadcast_add(&c.index_select(rows_k, 0)?.unsqueeze(1)?)?
             .relu()?;
-        let mut x = self.mix.forward(&z)?.relu()?;
         let last = self.ups.len() - 1;
-        for (i, up) in self.ups.iter().enumerate() {
-            x = up.forward(&x)?;
-            if i < last {
-                x = x.relu()?;
+        for (i, (up, skip)) in self.ups.iter().zip(&self.skips).enumerate() {
+            let mut side = skip.forward(&maps[maps.len() - 2 - i])?;
+            if let (true, Some(t)) = (i == last, target) {
+                let shape = side.shape().clone();
+                side = (side - t.reshape(shape)?)?;
+            }
+            x = (up.forward(&x)? + side.index_select(rows_b, 0)?)?;
+            if let Some(act) = self.acts.get(i) {
+                let offset = act.forward(&self.embeddings)?.index_select(rows_k, 0)?;
+                x = x.broadcast_add(&offset.unsqueeze(1)?)?.relu()?;
             }
         }
+        debug_assert!(b > 0);
         x.reshape((r, self.shape.len()))
     }
 }
@@ -305,16 +352,15 @@ impl Predictor for ConvForwardModel {
         let b = s.dim(0)?;
         let (rows_b, rows_k) = expansion(b, self.k, s.device())?;
         let change = (s_next - s)?;
-        self.deltas(s, &rows_b, &rows_k)?
-            .reshape((b, self.k, self.shape.len()))?
-            .broadcast_sub(&change.unsqueeze(1)?)?
+        self.decode(s, &rows_b, &rows_k, Some(&change))?
             .sqr()?
-            .sum(D::Minus1)
+            .sum(D::Minus1)?
+            .reshape((b, self.k))
     }
 
     /// Hard EM trains only the assigned action of each sample, so the gradient comes from a
     /// second pass over B rows instead of a backward pass through all B * K: the same
-    /// gradient at about a third of the cost.
+    /// gradient at a fraction of the cost.
     fn assigned_loss(
         &self,
         s: &Tensor,
@@ -325,7 +371,8 @@ impl Predictor for ConvForwardModel {
         let b = assigned.len();
         let rows_b = Tensor::arange(0u32, b as u32, s.device())?;
         let rows_k = Tensor::from_slice(assigned, b, s.device())?;
-        (self.deltas(s, &rows_b, &rows_k)? - (s_next - s)?)?
+        let change = (s_next - s)?;
+        self.decode(s, &rows_b, &rows_k, Some(&change))?
             .sqr()?
             .sum(D::Minus1)?
             .mean_all()
@@ -829,6 +876,116 @@ fn label_rows(model: &dyn Predictor, inputs: &Inputs, device: &Device) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conv::moving_squares;
+
+    /// Eight latent actions for four motions, as LAQ is used (K at least the number of
+    /// actions). With K = 4, hard EM often merged two motions (global purity 0.66-1.0 over
+    /// four seeds); with K = 8 and this learning rate it ranged 0.91-1.0.
+    fn square_config() -> MiningConfig {
+        MiningConfig {
+            latent_actions: 8,
+            embedding: 8,
+            batch_size: 32,
+            steps: 400,
+            lr: 3e-3,
+            restarts: 1,
+            split_every: 50,
+            conv: ConvConfig {
+                channels: vec![8, 16],
+            },
+            ..Default::default()
+        }
+    }
+
+    /// The forward model's outputs have the documented shapes, and the loss trained on (a
+    /// second pass over the assigned rows) equals the assigned entries of the error matrix
+    /// and has the same gradient as gathering them.
+    #[test]
+    fn conv_model_shapes_and_assigned_loss() {
+        let dev = Device::Cpu;
+        let cfg = square_config();
+        let shape = ImageShape::new(&[3, 16, 16], 2).unwrap();
+        let (vm, vb) = nn::new_varmap(&dev);
+        let m = ConvForwardModel::new(vb, shape, &cfg).unwrap();
+        nn::init_vars(&vm, 1).unwrap();
+        let s = Tensor::randn(0f32, 1.0, (5, 768), &dev).unwrap();
+        let s2 = Tensor::randn(0f32, 1.0, (5, 768), &dev).unwrap();
+        let err = m.errors(&s, &s2).unwrap();
+        assert_eq!(err.dims(), &[5, 8]);
+        let rows = Tensor::new(&[0u32, 4, 4], &dev).unwrap();
+        let acts = Tensor::new(&[3u32, 0, 2], &dev).unwrap();
+        assert_eq!(m.deltas(&s, &rows, &acts).unwrap().dims(), &[3, 768]);
+        let assigned = [2u32, 0, 7, 3, 1];
+        let ours = m.assigned_loss(&s, &s2, &err, &assigned).unwrap();
+        let idx = Tensor::new(&assigned, &dev).unwrap().unsqueeze(1).unwrap();
+        let gathered = err.gather(&idx, 1).unwrap().mean_all().unwrap();
+        let (a, b) = (
+            ours.to_scalar::<f32>().unwrap(),
+            gathered.to_scalar::<f32>().unwrap(),
+        );
+        assert!((a - b).abs() <= 1e-4 * b.abs(), "{a} vs {b}");
+        let (ga, gb) = (ours.backward().unwrap(), gathered.backward().unwrap());
+        for (name, var) in nn::sorted_vars(&vm).unwrap() {
+            let x: Vec<f32> = ga
+                .get(&var)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            let y: Vec<f32> = gb
+                .get(&var)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            let scale = y.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+            let diff = x
+                .iter()
+                .zip(&y)
+                .fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+            assert!(diff <= 1e-3 * scale, "{name}: {diff} (scale {scale})");
+        }
+    }
+
+    /// Four known motions of a square: mining on u8 images finds them (purity near 1),
+    /// and the same seed gives the same labels.
+    #[test]
+    fn conv_mining_finds_the_motions_of_a_square() {
+        let data = moving_squares(600, 16, false, 0);
+        assert_eq!(data.observations.storage(), crate::data::ObsStorage::U8);
+        let cfg = square_config();
+        let m = mine(&data, &cfg, 0, &Device::Cpu).unwrap();
+        let actions = data.discrete_actions("test").unwrap();
+        let purity = crate::eval::global_purity(&m.labels, actions);
+        assert!(purity > 0.9, "purity {purity}, usage {:?}", m.usage);
+        // Per square position (the state), the labels are purer still.
+        let d = data.obs_dim();
+        let states: Vec<usize> = (0..data.len())
+            .map(|i| {
+                data.obs_row(i)[..d / 3]
+                    .iter()
+                    .position(|&v| v > 200.0)
+                    .unwrap()
+            })
+            .collect();
+        assert!(crate::eval::state_purity(&states, &m.labels, actions) >= purity);
+        assert_eq!(m.labels, mine(&data, &cfg, 0, &Device::Cpu).unwrap().labels);
+        let mut fc = cfg.clone();
+        fc.arch = Arch::Mlp;
+        fc.encoder = vec![32];
+        fc.decoder = vec![32];
+        fc.steps = 20;
+        assert_eq!(mine(&data, &fc, 0, &Device::Cpu).unwrap().labels.len(), 600);
+        let mut bad = cfg.clone();
+        bad.conv.channels = vec![8, 8, 8, 8, 8];
+        let e = mine(&data, &bad, 0, &Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("multiples of 32"), "{e}");
+    }
 
     #[test]
     fn assignment_forces_every_action() {
