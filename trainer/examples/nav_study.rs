@@ -1,7 +1,8 @@
 //! Runs the first-person navigation study ([`laq::navstudy`]) and prints its table; with
 //! an output path, also writes the results as JSON.
 //!
-//! `cargo run --release -p laq --example nav_study -- [episodes] [size] [seed] [OUT.json]`
+//! `cargo run --release -p laq --example nav_study -- [episodes] [size] [seed] [OUT.json]
+//! [dqn|bcq|cql]`
 
 use anyhow::{Context, Result};
 use laq::navstudy::{self, NavStudyConfig};
@@ -27,6 +28,14 @@ fn main() -> Result<()> {
     }
     if let Some(s) = num(2)? {
         cfg.seed = s;
+    }
+    if let Some(q) = args.get(4) {
+        cfg.train.q = match q.as_str() {
+            "dqn" => laq::qlearn::QKind::Dqn,
+            "bcq" => laq::qlearn::QKind::Bcq,
+            "cql" => laq::qlearn::QKind::Cql,
+            other => anyhow::bail!("argument 5: `{other}` is not dqn, bcq or cql"),
+        };
     }
     let t = std::time::Instant::now();
     let r = navstudy::run(&cfg, &candle_core::Device::Cpu)?;

@@ -299,9 +299,14 @@ impl NavStudy {
                 _ => ("-", "-", "-"),
             }
         };
+        let q = match self.config.train.q {
+            QKind::Bcq => "BCQ",
+            QKind::Cql => "CQL",
+            _ => "DQN",
+        };
         let mut s = format!(
             "navigation study: {} transitions of {:?} ({} episodes, {} distinct poses), \
-             seed {}\n\n",
+             {q}, seed {}\n\n",
             self.transitions, self.obs_shape, self.config.episodes, self.poses, self.config.seed
         );
         s += "source     spearman (paper) | purity (paper) cell   | SPL (paper) success far | seconds\n";
