@@ -25,11 +25,13 @@ pub mod io;
 pub mod labels;
 pub mod mining;
 pub mod nn;
+pub mod plot;
 pub mod predict;
 pub mod progress;
 pub mod qlearn;
 pub mod quantize;
 pub mod reproduce;
+pub mod sac;
 pub mod td3bc;
 pub mod train;
 
