@@ -13,10 +13,9 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use laq::envs::maze2d::Maze;
-use laq::plot::{Heatmap, LinePlot, Series, SeriesLabelPosition};
 
-use laq::sac::{self, Body, Condition, Potential, ShapingConfig, ShapingResult};
-use std::path::{Path, PathBuf};
+use laq::sac::{self, Body, ShapingConfig};
+use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Parser)]
@@ -52,70 +51,6 @@ fn merge(base: &mut serde_json::Value, over: &serde_json::Value) {
         }
         (b, o) => *b = o.clone(),
     }
-}
-
-fn success_plot(r: &ShapingResult) -> Result<LinePlot> {
-    let x: Vec<f64> = r.eval_steps.iter().map(|&s| s as f64).collect();
-    let mut plot = LinePlot::new(
-        format!(
-            "U-maze, {}: success over {} seeds",
-            r.body.name().replace('_', " "),
-            r.config.seeds
-        ),
-        "environment steps",
-        "success rate (mean ± s.e.)",
-    );
-    for c in &r.conditions {
-        plot = plot.series(
-            Series::new(c.condition.name(), x.clone(), c.mean.clone()).with_err(c.stderr.clone()),
-        );
-    }
-    plot.y_range = Some((-0.02, 1.02));
-    // Success curves rise from the left: the upper left corner stays clear longest.
-    plot.legend = SeriesLabelPosition::UpperLeft;
-    Ok(plot)
-}
-
-/// V over the maze at rest, walls masked, with the final shaped policy's paths.
-fn value_map(maze: &Maze, potential: &mut Potential, r: &ShapingResult) -> Result<Heatmap> {
-    let h = 0.05f32;
-    let (rows, cols) = (
-        (maze.rows as f32 / h).round() as usize,
-        (maze.cols as f32 / h).round() as usize,
-    );
-    let mut values = Vec::with_capacity(rows * cols);
-    for i in 0..rows {
-        for j in 0..cols {
-            let (x, y) = ((i as f32 + 0.5) * h, (j as f32 + 0.5) * h);
-            values.push(if maze.wall_at(x, y) {
-                None
-            } else {
-                Some(potential.value([x, y, 0.0, 0.0])? as f64)
-            });
-        }
-    }
-    // The maze's x runs down the rows and y along the columns, as in its layout.
-    let mut map = Heatmap::new(rows, cols, values);
-    map.x_range = (0.0, maze.cols as f64);
-    map.y_range = (0.0, maze.rows as f64);
-    map.y_down = true;
-    map.title = format!(
-        "V(x, y, 0, 0) and shaped {} paths",
-        r.body.name().replace('_', " ")
-    );
-    map.x_label = "y".into();
-    map.y_label = "x".into();
-    map.colorbar_label = "V".into();
-    if let Some(c) = r.condition(Condition::Shaped) {
-        map.paths = c
-            .trajectories
-            .iter()
-            .map(|t| t.iter().map(|p| (p[1] as f64, p[0] as f64)).collect())
-            .collect();
-    }
-    let (tx, ty) = maze.target_point();
-    map.markers = vec![((ty as f64, tx as f64), "target".into())];
-    Ok(map)
 }
 
 fn fmt_steps(s: Option<usize>) -> String {
@@ -160,7 +95,7 @@ fn main() -> Result<()> {
         let bar = laq::progress::bar(cfg.total_steps(), body.name());
         let r = sac::shaping_study(&maze, &bytes, body, &cfg, &bar)?;
         bar.finish_and_clear();
-        write_figures(&args.out, &maze, &bytes, &r)?;
+        sac::write_figures(&args.out, &maze, &bytes, &r)?;
         eprintln!("{}: {:.0} s", body.name(), r.seconds);
         results.push(r);
     }
@@ -200,10 +135,4 @@ fn main() -> Result<()> {
     }
     println!("wall time {wall:.0} s; outputs in {}", args.out.display());
     Ok(())
-}
-
-fn write_figures(out: &Path, maze: &Maze, bytes: &[u8], r: &ShapingResult) -> Result<()> {
-    success_plot(r)?.save(&out.join(format!("success_{}.png", r.body.name())))?;
-    let mut potential = Potential::new(bytes, maze)?;
-    value_map(maze, &mut potential, r)?.save(&out.join(format!("value_{}.png", r.body.name())))
 }

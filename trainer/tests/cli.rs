@@ -263,6 +263,10 @@ fn reproduce_maze2d_small() {
         "1500",
         "--reference-steps",
         "800",
+        "--shaping-seeds",
+        "1",
+        "--shaping-steps",
+        "1500",
     ]);
     assert!(
         report.contains("latent/dqn") && report.contains("TD3+BC"),
@@ -294,6 +298,17 @@ fn reproduce_maze2d_small() {
     }
     assert!(g["policies"]["geodesic"]["success"].as_f64().unwrap() >= 0.9);
     assert!(out.join("model_latent/value.safetensors").exists());
+    // Both bodies ran both reward conditions and drew their figures.
+    for body in ["point_mass", "unicycle"] {
+        for c in ["sparse", "shaped"] {
+            let f = m["shaping"][body][c]["final_success"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&f), "{body} {c} {f}");
+        }
+        for fig in ["success", "value"] {
+            let png = std::fs::read(out.join(format!("{fig}_{body}.png"))).unwrap();
+            assert!(png.starts_with(b"\x89PNG"), "{fig}_{body}.png");
+        }
+    }
 }
 
 /// `laq train --resume` after a real kill (SIGKILL, at whatever step the process had
