@@ -18,6 +18,7 @@ pub mod data;
 pub mod envs;
 pub mod eval;
 pub mod export;
+pub mod figures;
 pub mod guide;
 pub mod import;
 pub mod inspect;

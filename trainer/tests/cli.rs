@@ -420,6 +420,21 @@ fn config_files_and_repeated_runs() {
         saved.contains("seed = 5") && saved.contains("steps = 400"),
         "{saved}"
     );
+    // The run directory shows what was learned.
+    for f in [
+        "loss_mining.png",
+        "loss_q.png",
+        "label_usage.png",
+        "value.png",
+    ] {
+        let png = std::fs::read(dir.path().join("a").join(f)).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{f}");
+    }
+    let report = std::fs::read_to_string(dir.path().join("a/report.md")).unwrap();
+    assert!(
+        report.contains("](value.png)") && report.contains("seed = 5"),
+        "{report}"
+    );
     ok(&["train", "--repeat", &p("a"), "--out", &p("b")]);
     let read = |d: &str| std::fs::read(dir.path().join(d).join("value.safetensors")).unwrap();
     assert!(read("a") == read("b"));
