@@ -168,6 +168,21 @@ fn shipped_gridworld_model_is_reproducible() {
     assert!(shipped == fresh, "models/gridworld/value.safetensors differs from a fresh run: regenerate it (see models/gridworld/README.md)");
 }
 
+/// The shipped maze model (used by the `maze_guide` firmware) comes out of its documented
+/// commands bit for bit.
+#[test]
+fn shipped_maze_model_is_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("maze.npz");
+    let run = dir.path().join("run");
+    let (d, r) = (data.to_str().unwrap(), run.to_str().unwrap());
+    ok(&["gen", "maze2d", "--layout", "umaze", "--steps", "200000", "--seed", "0", "--out", d]);
+    ok(&["train", "--data", d, "--out", r, "--seed", "0"]);
+    let shipped = std::fs::read("../models/maze2d/value.safetensors").unwrap();
+    let fresh = std::fs::read(run.join("value.safetensors")).unwrap();
+    assert!(shipped == fresh, "models/maze2d/value.safetensors differs from a fresh run: regenerate it (see models/maze2d/README.md)");
+}
+
 /// `laq train` on a dataset that is not the built-in grid: a 7x5 grid with a wall,
 /// written here, with continuous-looking offsets so DQN is used.
 #[test]
