@@ -176,7 +176,9 @@ fn shipped_maze_model_is_reproducible() {
     let data = dir.path().join("maze.npz");
     let run = dir.path().join("run");
     let (d, r) = (data.to_str().unwrap(), run.to_str().unwrap());
-    ok(&["gen", "maze2d", "--layout", "umaze", "--steps", "200000", "--seed", "0", "--out", d]);
+    ok(&[
+        "gen", "maze2d", "--layout", "umaze", "--steps", "200000", "--seed", "0", "--out", d,
+    ]);
     ok(&["train", "--data", d, "--out", r, "--seed", "0"]);
     let shipped = std::fs::read("../models/maze2d/value.safetensors").unwrap();
     let fresh = std::fs::read(run.join("value.safetensors")).unwrap();
