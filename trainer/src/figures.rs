@@ -18,8 +18,20 @@ const EPISODES_SHOWN: usize = 3;
 /// Cells per side of the value heatmap for continuous 2-D states.
 const GRID: usize = 60;
 
-/// Writes the figures into `dir` and returns their file names with a caption each.
+/// Writes the figures into `dir` and returns their file names with a caption each. A
+/// figure that cannot be drawn (e.g. a degenerate range) is left out with a warning: the
+/// model and metrics matter more than a picture.
 pub fn write(dir: &Path, data: &Dataset, tr: &Trained) -> Result<Vec<(String, String)>> {
+    match write_all(dir, data, tr) {
+        Ok(f) => Ok(f),
+        Err(e) => {
+            log::warn!("figures left out: {e:#}");
+            Ok(vec![])
+        }
+    }
+}
+
+fn write_all(dir: &Path, data: &Dataset, tr: &Trained) -> Result<Vec<(String, String)>> {
     let mut out = vec![];
     if let Some(loss) = tr.labelled.mining_loss.as_ref().filter(|l| !l.is_empty()) {
         let x: Vec<f64> = (1..=loss.len()).map(|i| i as f64).collect();
@@ -93,6 +105,13 @@ fn value_heatmap(data: &Dataset, tr: &Trained) -> Result<Heatmap> {
         for j in 0..2 {
             lo[j] = lo[j].min(s[j]);
             hi[j] = hi[j].max(s[j]);
+        }
+    }
+    for j in 0..2 {
+        // A dimension that never changes still gets a visible, valid range.
+        if hi[j] <= lo[j] {
+            lo[j] -= 0.5;
+            hi[j] += 0.5;
         }
     }
     let integer = data.observations.iter().all(|v| v.fract() == 0.0);
