@@ -302,6 +302,55 @@ fn maze_guide_runs_in_qemu() {
     );
     // The shipped model guides the robot: the host reaches the target from 97 of 100
     // random starts (docs/runtime.md); 8 of these 10 leaves room for one unlucky start.
-    assert!(successes >= 8, "only {successes} of 10 starts reached the target");
-    assert!(identical >= 8, "only {identical} of 10 choice sequences match the host");
+    assert!(
+        successes >= 8,
+        "only {successes} of 10 starts reached the target"
+    );
+    assert!(
+        identical >= 8,
+        "only {identical} of 10 choice sequences match the host"
+    );
+}
+
+/// `.text + .rodata` of a firmware binary, from `arm-none-eabi-size -A`.
+fn code_bytes(elf: &Path) -> usize {
+    let out = Command::new("arm-none-eabi-size")
+        .arg("-A")
+        .arg(elf)
+        .output()
+        .expect("run arm-none-eabi-size (Debian: `apt-get install -y binutils-arm-none-eabi`)");
+    assert!(
+        out.status.success(),
+        "arm-none-eabi-size failed on {}",
+        elf.display()
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            match (f.next(), f.next()) {
+                (Some(".text" | ".rodata"), Some(n)) => n.parse::<usize>().ok(),
+                _ => None,
+            }
+        })
+        .sum()
+}
+
+/// The runtime's flash for load + evaluate (`size_eval` minus `size_base`) stays within
+/// the figure `laq inspect` adds to a model's size when it checks an MCU budget.
+#[test]
+fn runtime_code_fits_the_inspect_figure() {
+    let root = repo_root();
+    require_prerequisites(&root);
+    let bin = build_firmware(&root);
+    let runtime = code_bytes(&bin.join("size_eval")) - code_bytes(&bin.join("size_base"));
+    println!(
+        "runtime code for load + evaluate: {runtime} B (laq inspect assumes {} B)",
+        laq::inspect::RUNTIME_FLASH_BYTES
+    );
+    assert!(runtime > 1000, "implausible measurement: {runtime} B");
+    assert!(
+        runtime <= laq::inspect::RUNTIME_FLASH_BYTES,
+        "the runtime grew to {runtime} B: update laq::inspect::RUNTIME_FLASH_BYTES and docs/runtime.md"
+    );
 }

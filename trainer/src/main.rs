@@ -184,6 +184,16 @@ enum Study {
         /// Steps of the ground-truth-action reference.
         #[arg(long, default_value_t = 20000)]
         reference_steps: usize,
+        /// Skip the behaviour studies (controller guidance, shaped SAC).
+        #[arg(long)]
+        no_behaviour: bool,
+        /// Seeds per condition of the shaped-SAC study (default 5).
+        #[arg(long)]
+        shaping_seeds: Option<usize>,
+        /// Environment steps per SAC run, for both bodies (default: 15k point mass, 45k
+        /// robot).
+        #[arg(long)]
+        shaping_steps: Option<usize>,
     },
     /// The grid-world study: every label source, Table 1 / S1 and Figure 1, sticky actions.
     Gridworld {
@@ -416,6 +426,9 @@ fn run(cmd: Cmd) -> Result<()> {
                     seeds,
                     q_steps,
                     reference_steps,
+                    no_behaviour,
+                    shaping_seeds,
+                    shaping_steps,
                 },
         } => {
             let mut study = laq::reproduce::MazeStudy {
@@ -426,6 +439,20 @@ fn run(cmd: Cmd) -> Result<()> {
             };
             study.train.dqn.steps = q_steps;
             study.reference.steps = reference_steps;
+            if no_behaviour {
+                study.guide = None;
+                study.shaping.clear();
+            }
+            for (_, cfg) in &mut study.shaping {
+                if let Some(n) = shaping_seeds {
+                    cfg.seeds = n;
+                }
+                if let Some(n) = shaping_steps {
+                    // Keep the number of evaluations.
+                    cfg.eval_every = (cfg.eval_every * n / cfg.steps.max(1)).max(1);
+                    cfg.steps = n;
+                }
+            }
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
             let (_, report) = laq::reproduce::maze2d(&out, &study, &device)?;

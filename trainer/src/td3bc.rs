@@ -55,7 +55,7 @@ pub struct Td3Bc {
     std: Vec<f32>,
 }
 
-fn soft_update(src: &VarMap, dst: &VarMap, tau: f64) -> Result<()> {
+pub fn soft_update(src: &VarMap, dst: &VarMap, tau: f64) -> Result<()> {
     let s = nn::sorted_vars(src)?;
     for ((_, from), (_, to)) in s.iter().zip(nn::sorted_vars(dst)?) {
         let mixed = ((from.as_tensor() * tau)? + (to.as_tensor() * (1.0 - tau))?)?;

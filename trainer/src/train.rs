@@ -409,9 +409,10 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
 }
 
 /// Writes the run directory: `value.safetensors`, `labels.npy`, `metrics.json`,
-/// `config.toml`, `run.json` (data, fingerprint, versions) and `summary.txt`. Every file
-/// is written atomically. A convolutional Q-network (images) has no runtime export: the
-/// directory holds the trainer-only `qnet.safetensors` instead of `value.safetensors`.
+/// `config.toml`, `run.json` (data, fingerprint, versions), `summary.txt`, the figures
+/// (PNG) and `report.md`. Every file is written atomically. A convolutional Q-network
+/// (images) has no MLP export: the directory holds `qnet.safetensors` instead of
+/// `value.safetensors`.
 pub fn write_run(
     dir: &Path,
     data: &Dataset,
@@ -462,6 +463,11 @@ pub fn write_run(
         "command": format!("laq train --config config.toml --data {source} --out DIR"),
     });
     crate::io::write_text(&dir.join("run.json"), &serde_json::to_string_pretty(&run)?)?;
+    let figures = crate::figures::write(dir, data, tr)?;
+    crate::io::write_text(
+        &dir.join("report.md"),
+        &crate::figures::report(data, cfg, tr, &m, &figures, source)?,
+    )?;
     crate::io::write_text(
         &dir.join("summary.txt"),
         &summary(data, cfg, tr, &m, source),

@@ -168,6 +168,23 @@ fn shipped_gridworld_model_is_reproducible() {
     assert!(shipped == fresh, "models/gridworld/value.safetensors differs from a fresh run: regenerate it (see models/gridworld/README.md)");
 }
 
+/// The shipped maze model (used by the `maze_guide` firmware) comes out of its documented
+/// commands bit for bit.
+#[test]
+fn shipped_maze_model_is_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("maze.npz");
+    let run = dir.path().join("run");
+    let (d, r) = (data.to_str().unwrap(), run.to_str().unwrap());
+    ok(&[
+        "gen", "maze2d", "--layout", "umaze", "--steps", "200000", "--seed", "0", "--out", d,
+    ]);
+    ok(&["train", "--data", d, "--out", r, "--seed", "0"]);
+    let shipped = std::fs::read("../models/maze2d/value.safetensors").unwrap();
+    let fresh = std::fs::read(run.join("value.safetensors")).unwrap();
+    assert!(shipped == fresh, "models/maze2d/value.safetensors differs from a fresh run: regenerate it (see models/maze2d/README.md)");
+}
+
 /// `laq train` on a dataset that is not the built-in grid: a 7x5 grid with a wall,
 /// written here, with continuous-looking offsets so DQN is used.
 #[test]
@@ -263,6 +280,10 @@ fn reproduce_maze2d_small() {
         "1500",
         "--reference-steps",
         "800",
+        "--shaping-seeds",
+        "1",
+        "--shaping-steps",
+        "1500",
     ]);
     assert!(
         report.contains("latent/dqn") && report.contains("TD3+BC"),
@@ -294,6 +315,17 @@ fn reproduce_maze2d_small() {
     }
     assert!(g["policies"]["geodesic"]["success"].as_f64().unwrap() >= 0.9);
     assert!(out.join("model_latent/value.safetensors").exists());
+    // Both bodies ran both reward conditions and drew their figures.
+    for body in ["point_mass", "unicycle"] {
+        for c in ["sparse", "shaped"] {
+            let f = m["shaping"][body][c]["final_success"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&f), "{body} {c} {f}");
+        }
+        for fig in ["success", "value"] {
+            let png = std::fs::read(out.join(format!("{fig}_{body}.png"))).unwrap();
+            assert!(png.starts_with(b"\x89PNG"), "{fig}_{body}.png");
+        }
+    }
 }
 
 /// `laq train --resume` after a real kill (SIGKILL, at whatever step the process had
@@ -404,6 +436,21 @@ fn config_files_and_repeated_runs() {
     assert!(
         saved.contains("seed = 5") && saved.contains("steps = 400"),
         "{saved}"
+    );
+    // The run directory shows what was learned.
+    for f in [
+        "loss_mining.png",
+        "loss_q.png",
+        "label_usage.png",
+        "value.png",
+    ] {
+        let png = std::fs::read(dir.path().join("a").join(f)).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{f}");
+    }
+    let report = std::fs::read_to_string(dir.path().join("a/report.md")).unwrap();
+    assert!(
+        report.contains("](value.png)") && report.contains("seed = 5"),
+        "{report}"
     );
     ok(&["train", "--repeat", &p("a"), "--out", &p("b")]);
     let read = |d: &str| std::fs::read(dir.path().join(d).join("value.safetensors")).unwrap();
