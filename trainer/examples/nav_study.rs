@@ -38,7 +38,7 @@ fn main() -> Result<()> {
         };
     }
     let t = std::time::Instant::now();
-    let r = navstudy::run(&cfg, &candle_core::Device::Cpu)?;
+    let r = navstudy::run(&cfg, &candle_core::Device::Cpu)?.study;
     print!("{}", r.report());
     println!("total {:.0} s", t.elapsed().as_secs_f64());
     if let Some(out) = args.get(3) {

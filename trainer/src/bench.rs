@@ -17,21 +17,29 @@ use std::time::Instant;
 
 /// Median milliseconds per call of `f` over `reps` repetitions of `iters` calls each,
 /// after `warmup` calls.
-fn time_ms(
+fn time_ms(f: impl FnMut() -> Result<()>, warmup: usize, iters: usize, reps: usize) -> Result<f64> {
+    time_ms_on(f, warmup, iters, reps, &Device::Cpu)
+}
+
+/// [`time_ms`] on `device`, waiting for the device's queued work before each reading.
+fn time_ms_on(
     mut f: impl FnMut() -> Result<()>,
     warmup: usize,
     iters: usize,
     reps: usize,
+    device: &Device,
 ) -> Result<f64> {
     for _ in 0..warmup {
         f()?;
     }
+    device.synchronize()?;
     let mut samples = vec![];
     for _ in 0..reps {
         let t = Instant::now();
         for _ in 0..iters {
             f()?;
         }
+        device.synchronize()?;
         samples.push(t.elapsed().as_secs_f64() * 1e3 / iters as f64);
     }
     samples.sort_by(f64::total_cmp);
@@ -166,14 +174,34 @@ fn dqn_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
     Ok((ours, baseline))
 }
 
-/// Image size, batch and latent actions of the convolutional steps: 32x32 RGB frames (the
-/// navigation study's), batch 32, K = 8, the default `conv.channels`.
-const IMAGE: (usize, usize, usize) = (32, 32, 8);
+/// The image workload of the convolutional steps.
+#[derive(Clone, Copy, Debug)]
+pub struct ImageBench {
+    /// Frame width and height (RGB), a multiple of 8.
+    pub size: usize,
+    pub batch: usize,
+    /// Latent actions.
+    pub k: usize,
+}
+
+impl Default for ImageBench {
+    /// 32x32 RGB frames (the navigation study's), batch 32, K = 8.
+    fn default() -> Self {
+        ImageBench {
+            size: 32,
+            batch: 32,
+            k: 8,
+        }
+    }
+}
 
 /// One hard-EM step of the convolutional forward model and one Double-DQN step of the
-/// convolutional Q-network (ms each).
-fn conv_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
-    let (size, b, k) = IMAGE;
+/// convolutional Q-network (ms each), with the default `conv.channels`.
+fn conv_steps(iters: usize, reps: usize, img: ImageBench, device: &Device) -> Result<(f64, f64)> {
+    let (size, b, k) = (img.size, img.batch, img.k);
+    if size == 0 || size % 8 != 0 || b == 0 {
+        anyhow::bail!("image benchmark: size must be a positive multiple of 8 and batch positive (got {size} and {b})");
+    }
     let shape = crate::conv::ImageShape::new(&[3, size, size], 3)?;
     let d = shape.len();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
@@ -188,11 +216,12 @@ fn conv_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> 
     let model = mining::ConvForwardModel::new(vb, shape, &cfg)?;
     nn::init_vars(&vm, 0)?;
     let mut opt = Adam::new(&vm, 1e-3, 1e-5)?;
-    let mine = time_ms(
+    let mine = time_ms_on(
         || mining::train_step(&model, &mut opt, &s, &s2, 2, None).map(|_| ()),
         3,
         iters,
         reps,
+        device,
     )?;
 
     let channels = crate::conv::ConvConfig::default().channels;
@@ -215,7 +244,7 @@ fn conv_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> 
         terminal: &t,
     };
     let mut opt = Adam::new(&vm, 5e-4, 0.0)?;
-    let dqn = time_ms(
+    let dqn = time_ms_on(
         || {
             qlearn::dqn_step(
                 &net,
@@ -235,6 +264,7 @@ fn conv_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> 
         3,
         iters,
         reps,
+        device,
     )?;
     Ok((mine, dqn))
 }
@@ -382,19 +412,14 @@ fn pytorch_ms() -> Option<(f64, f64)> {
 /// when PyTorch is not available to measure in the run.
 pub const PYTORCH_REFERENCE_MS: (f64, f64) = (2.08, 1.17);
 
-/// Runs the benchmark; returns metrics and a report.
-pub fn run(quick: bool) -> Result<(Value, String)> {
+/// Runs the benchmark; returns metrics and a report. The image steps run on the CPU and,
+/// when `gpu` is not the CPU, on it too, in the same run.
+pub fn run(quick: bool, img: ImageBench, gpu: &Device) -> Result<(Value, String)> {
     let device = Device::Cpu;
     let (iters, reps) = if quick { (50, 3) } else { (300, 7) };
     let (mine, mine_base) = mining_steps(iters, reps, &device)?;
     let (dqn, dqn_base) = dqn_steps(iters, reps, &device)?;
     let infer = inference(iters, reps, &device)?;
-    let (conv_mine, conv_dqn) = if quick {
-        conv_steps(5, 3, &device)?
-    } else {
-        conv_steps(20, 5, &device)?
-    };
-    let (size, b, k) = IMAGE;
     let torch = pytorch_ms();
     let (torch_m, torch_d, torch_src) = match torch {
         Some((m, d)) => (m, d, "measured in this run"),
@@ -404,7 +429,7 @@ pub fn run(quick: bool) -> Result<(Value, String)> {
             "reference figure (PyTorch not installed here)",
         ),
     };
-    let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "default".into());
+    let threads = threads();
     let mut rep = format!("laq bench (CPU, {threads} thread(s), ms per training step, median of {reps} x {iters})\n\n");
     rep += "step                                   laq     candle stock  speed-up   PyTorch  speed-up\n";
     rep += &format!(
@@ -418,17 +443,8 @@ pub fn run(quick: bool) -> Result<(Value, String)> {
         torch_d / dqn
     );
     rep += &format!("\nPyTorch column: {torch_src}.\n");
-    rep += &format!(
-        "\nimages ({size}x{size} RGB, batch {b}, K={k}, conv 16-32-32)   ms/step   transitions/s\n"
-    );
-    rep += &format!(
-        "mining, convolutional forward model   {conv_mine:>8.2}  {:>14.0}\n",
-        b as f64 * 1e3 / conv_mine
-    );
-    rep += &format!(
-        "double DQN, convolutional Q-network   {conv_dqn:>8.2}  {:>14.0}\n",
-        b as f64 * 1e3 / conv_dqn
-    );
+    let (images_json, images_rep) = images(quick, img, gpu)?;
+    rep += &images_rep;
     rep += "\ninference, one call (microseconds)        runtime     candle  speed-up\n";
     for (what, ours, theirs) in &infer {
         rep += &format!(
@@ -443,9 +459,71 @@ pub fn run(quick: bool) -> Result<(Value, String)> {
         "pytorch_source": torch_src,
         "inference_us": infer.iter().map(|(k, a, b)| (k.clone(), json!({"runtime": a, "candle": b, "speedup": b / a}))).collect::<serde_json::Map<_, _>>(),
         "mining_speedup_vs_pytorch": torch_m / mine, "dqn_speedup_vs_pytorch": torch_d / dqn,
-        "conv_mining_ms": conv_mine, "conv_dqn_ms": conv_dqn,
-        "conv_mining_transitions_per_s": b as f64 * 1e3 / conv_mine,
-        "conv_dqn_transitions_per_s": b as f64 * 1e3 / conv_dqn,
+        "images": images_json,
+    });
+    Ok((v, rep))
+}
+
+fn threads() -> String {
+    std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "default".into())
+}
+
+/// The image steps alone (`laq bench --images-only`): images per second of convolutional
+/// mining and Q-learning on the CPU and, when `gpu` is not the CPU, on it, with the ratio.
+pub fn images(quick: bool, img: ImageBench, gpu: &Device) -> Result<(Value, String)> {
+    let (ci, cr) = if quick { (5, 3) } else { (20, 5) };
+    let (conv_mine, conv_dqn) = conv_steps(ci, cr, img, &Device::Cpu)?;
+    let on_gpu = if gpu.is_cpu() {
+        None
+    } else {
+        let (gi, gr) = if quick { (20, 3) } else { (100, 5) };
+        Some(conv_steps(gi, gr, img, gpu)?)
+    };
+    let (size, b, k) = (img.size, img.batch, img.k);
+    let mut rep = format!(
+        "\nimages ({size}x{size} RGB, batch {b}, K={k}, conv 16-32-32; CPU {} thread(s))\n",
+        threads()
+    );
+    rep += "step                                  CPU ms/step  CPU images/s";
+    if on_gpu.is_some() {
+        rep += "  GPU ms/step  GPU images/s  GPU/CPU";
+    }
+    rep += "\n";
+    for (what, cpu, gpu_ms) in [
+        (
+            "mining, convolutional forward model",
+            conv_mine,
+            on_gpu.map(|g| g.0),
+        ),
+        (
+            "double DQN, convolutional Q-network",
+            conv_dqn,
+            on_gpu.map(|g| g.1),
+        ),
+    ] {
+        rep += &format!("{what:<37} {cpu:>11.2}  {:>12.0}", b as f64 * 1e3 / cpu);
+        if let Some(g) = gpu_ms {
+            rep += &format!(
+                "  {g:>11.3}  {:>12.0}  {:>6.1}x",
+                b as f64 * 1e3 / g,
+                cpu / g
+            );
+        }
+        rep += "\n";
+    }
+    let per_s = |ms: f64| b as f64 * 1e3 / ms;
+    let v = json!({
+        "size": size, "batch": b, "k": k, "threads": threads(),
+        "cpu": {
+            "mining_ms": conv_mine, "dqn_ms": conv_dqn,
+            "mining_images_per_s": per_s(conv_mine), "dqn_images_per_s": per_s(conv_dqn),
+        },
+        "gpu": on_gpu.map(|(m, d)| json!({
+            "device": crate::device_name(gpu),
+            "mining_ms": m, "dqn_ms": d,
+            "mining_images_per_s": per_s(m), "dqn_images_per_s": per_s(d),
+            "mining_speedup_vs_cpu": conv_mine / m, "dqn_speedup_vs_cpu": conv_dqn / d,
+        })),
     });
     Ok((v, rep))
 }

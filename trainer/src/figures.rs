@@ -195,7 +195,7 @@ fn value_along_episodes(data: &Dataset, tr: &Trained) -> Result<Option<LinePlot>
                 let states: Vec<f32> = idx.iter().flat_map(|&i| data.obs_row(i).to_vec()).collect();
                 m.values_candle(&states, &Device::Cpu)?
             }
-            (None, Some(q)) => q.values_of(data, &idx, &Device::Cpu)?,
+            (None, Some(q)) => q.values_of(data, &idx, &q.device()?)?,
             (None, None) => return Ok(None),
         };
         let x: Vec<f64> = (0..v.len()).map(|i| i as f64).collect();

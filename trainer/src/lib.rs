@@ -40,6 +40,41 @@ pub mod sac;
 pub mod td3bc;
 pub mod train;
 
+/// The compute device named on the command line: `cpu` (the default), `cuda` or `cuda:N`
+/// (GPU N, with the `cuda` feature).
+///
+/// ```
+/// assert!(laq::device("cpu").unwrap().is_cpu());
+/// assert!(laq::device("tpu").is_err());
+/// ```
+pub fn device(name: &str) -> anyhow::Result<candle_core::Device> {
+    let ordinal = match name {
+        "cpu" => return Ok(candle_core::Device::Cpu),
+        "cuda" => 0,
+        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(n)) => n,
+            _ => anyhow::bail!("unknown device `{name}`: expected cpu, cuda or cuda:N"),
+        },
+    };
+    if !cfg!(feature = "cuda") {
+        anyhow::bail!(
+            "device `{name}` needs a laq built with the `cuda` feature \
+             (cargo build --release -p laq --features cuda; see the README's GPU section)"
+        );
+    }
+    candle_core::Device::new_cuda(ordinal)
+        .map_err(|e| anyhow::anyhow!("cannot open CUDA device {ordinal}: {e}"))
+}
+
+/// A device as `--device` names it: `cpu` or `cuda:N`.
+pub fn device_name(device: &candle_core::Device) -> String {
+    match device.location() {
+        candle_core::DeviceLocation::Cpu => "cpu".into(),
+        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
+    }
+}
+
 /// Uses one worker thread for candle and rayon unless the caller chose otherwise: for the
 /// small networks of LAQ, one thread beats two on a 2-core machine by 10x or more
 /// (see `docs/performance.md`).

@@ -30,6 +30,10 @@ struct Cli {
     /// Only warnings and errors; no progress bars.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     quiet: bool,
+    /// Where training runs: cpu, cuda or cuda:N (GPU N; needs a build with the `cuda`
+    /// feature). Results on a GPU are not bit-identical to the CPU's.
+    #[arg(long, global = true, default_value = "cpu")]
+    device: String,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -113,6 +117,15 @@ enum Cmd {
         /// Also write the figures as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Frame size of the image steps (RGB, a multiple of 8).
+        #[arg(long, default_value_t = 32)]
+        image_size: usize,
+        /// Batch of the image steps.
+        #[arg(long, default_value_t = 32)]
+        image_batch: usize,
+        /// Only the image steps (with `--device cuda`: CPU and GPU side by side).
+        #[arg(long)]
+        images_only: bool,
     },
 }
 
@@ -146,6 +159,24 @@ enum GenEnv {
         episode_len: usize,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// First-person views of the branching maze (two goals), RGB frames stored as u8,
+    /// from the paper's data mix: 50% to the far goal, 49.5% to the near goal by a long
+    /// detour, 0.5% to it directly, epsilon-greedy (0.2). Poses go in `infos`.
+    NavBranching {
+        #[arg(long, default_value_t = 1000)]
+        episodes: usize,
+        /// Frame width and height in pixels.
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        /// Frames stacked along channels per observation.
+        #[arg(long, default_value_t = 1)]
+        frames: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// `.npz` or `.safetensors`.
         #[arg(long)]
         out: PathBuf,
     },
@@ -194,6 +225,39 @@ enum Study {
         /// robot).
         #[arg(long)]
         shaping_steps: Option<usize>,
+    },
+    /// The first-person navigation study: each label source's V on rendered frames,
+    /// purity, Spearman against the optimal value, and SPL of V-guided controllers.
+    Nav {
+        #[arg(long, default_value = "out/nav")]
+        out: PathBuf,
+        /// Episodes of data (the paper: 1000).
+        #[arg(long, default_value_t = 150)]
+        episodes: usize,
+        /// Frame width and height in pixels (the paper: 64).
+        #[arg(long, default_value_t = 32)]
+        size: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Label sources to compare.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "latent,single,cluster,gt"
+        )]
+        sources: Vec<laq::labels::LabelSource>,
+        /// Offline Q-learning: dqn, bcq or cql.
+        #[arg(long, default_value = "dqn")]
+        q: laq::qlearn::QKind,
+        /// Mining steps per label source.
+        #[arg(long)]
+        mining_steps: Option<usize>,
+        /// Q-learning steps per label source.
+        #[arg(long)]
+        q_steps: Option<usize>,
+        /// V-guided evaluation episodes (SPL).
+        #[arg(long, default_value_t = 100)]
+        spl_episodes: usize,
     },
     /// The grid-world study: every label source, Table 1 / S1 and Figure 1, sticky actions.
     Gridworld {
@@ -271,14 +335,13 @@ fn main() {
     } else {
         cli.verbose.min(2) as i8
     });
-    if let Err(e) = run(cli.cmd) {
+    if let Err(e) = laq::device(&cli.device).and_then(|device| run(cli.cmd, &device)) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn run(cmd: Cmd) -> Result<()> {
-    let device = candle_core::Device::Cpu;
+fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
     match cmd {
         Cmd::Gen {
             env:
@@ -323,7 +386,36 @@ fn run(cmd: Cmd) -> Result<()> {
                 out.display()
             );
         }
-        Cmd::Train(a) => train_cmd(&a, &device)?,
+        Cmd::Gen {
+            env:
+                GenEnv::NavBranching {
+                    episodes,
+                    size,
+                    frames,
+                    seed,
+                    out,
+                },
+        } => {
+            let cfg = laq::envs::nav::GenConfig {
+                episodes,
+                size,
+                frames,
+                ..Default::default()
+            };
+            let data = laq::envs::nav::Nav::branching()?.generate(&cfg, seed)?;
+            let (n, shape) = (data.len(), data.obs_shape.clone());
+            let reached: [usize; 2] = [laq::envs::nav::Goal::Near, laq::envs::nav::Goal::Far]
+                .map(|g| data.episodes.iter().filter(|e| e.goal == Some(g)).count());
+            laq::data::write_arrays(&out, &data.into_arrays())?;
+            log::info!(
+                "wrote {n} transitions of {shape:?} u8 frames from {episodes} episodes \
+                 ({} reached G_near, {} G_far) to {}",
+                reached[0],
+                reached[1],
+                out.display()
+            );
+        }
+        Cmd::Train(a) => train_cmd(&a, device)?,
         Cmd::Config {
             what: ConfigCmd::Default { data },
         } => {
@@ -380,7 +472,7 @@ fn run(cmd: Cmd) -> Result<()> {
                         .chain(&d.next_observations)
                         .copied()
                         .collect();
-                    laq::quantize::calibrate_int8(&m, &states, &Default::default(), &device)?
+                    laq::quantize::calibrate_int8(&m, &states, &Default::default(), device)?
                 }
                 (None, true) => {
                     log::warn!("without --data the weights are only rounded; calibration states make int8 more faithful");
@@ -413,7 +505,45 @@ fn run(cmd: Cmd) -> Result<()> {
             }
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
-            let (_, report) = laq::reproduce::gridworld(&out, &study, &device)?;
+            let (_, report) = laq::reproduce::gridworld(&out, &study, device)?;
+            print!("{report}");
+            println!("metrics: {}", out.join("metrics.json").display());
+        }
+        Cmd::Reproduce {
+            study:
+                Study::Nav {
+                    out,
+                    episodes,
+                    size,
+                    seed,
+                    sources,
+                    q,
+                    mining_steps,
+                    q_steps,
+                    spl_episodes,
+                },
+        } => {
+            if matches!(q, laq::qlearn::QKind::Auto | laq::qlearn::QKind::Tabular) {
+                anyhow::bail!("--q must be dqn, bcq or cql: the states are images");
+            }
+            let mut cfg = laq::navstudy::NavStudyConfig {
+                episodes,
+                size,
+                seed,
+                sources,
+                spl_episodes,
+                ..Default::default()
+            };
+            cfg.train.q = q;
+            if let Some(n) = mining_steps {
+                cfg.train.mining.steps = n;
+            }
+            if let Some(n) = q_steps {
+                cfg.train.dqn.steps = n;
+            }
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let (_, report) = laq::reproduce::nav(&out, &cfg, device)?;
             print!("{report}");
             println!("metrics: {}", out.join("metrics.json").display());
         }
@@ -455,7 +585,7 @@ fn run(cmd: Cmd) -> Result<()> {
             }
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
-            let (_, report) = laq::reproduce::maze2d(&out, &study, &device)?;
+            let (_, report) = laq::reproduce::maze2d(&out, &study, device)?;
             print!("{report}");
             println!("metrics: {}", out.join("metrics.json").display());
         }
@@ -465,8 +595,23 @@ fn run(cmd: Cmd) -> Result<()> {
             out,
             obs_keys,
         } => convert_cmd(&input, from, &out, obs_keys)?,
-        Cmd::Bench { quick, json } => {
-            let (v, report) = laq::bench::run(quick)?;
+        Cmd::Bench {
+            quick,
+            json,
+            image_size,
+            image_batch,
+            images_only,
+        } => {
+            let img = laq::bench::ImageBench {
+                size: image_size,
+                batch: image_batch,
+                ..Default::default()
+            };
+            let (v, report) = if images_only {
+                laq::bench::images(quick, img, device)?
+            } else {
+                laq::bench::run(quick, img, device)?
+            };
             print!("{report}");
             if let Some(p) = json {
                 laq::io::write_text(&p, &serde_json::to_string_pretty(&v)?)?;

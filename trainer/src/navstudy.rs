@@ -4,8 +4,11 @@
 //!
 //! - **purity**: the paper's state-conditioned purity of the labels against the recorded
 //!   actions, with the agent's pose (lattice point and heading) as the state;
-//! - **spearman**: rank correlation of V with the exact optimal value V* of the pose
-//!   behind each dataset state;
+//! - **spearman**: rank correlation of V with the value learned from the ground-truth
+//!   actions (the `gt` source, same networks and settings), as in the paper and the other
+//!   studies; the `gt` model is trained as the reference even when it is not compared;
+//! - **spearman_optimal**: rank correlation of V with the exact optimal value V* of the
+//!   pose behind each dataset state;
 //! - **spl**: success weighted by path length of V-guided navigation: from random starts in
 //!   the start room, at every junction each macro-action (move along a corridor to the next
 //!   junction) is scored by V of the frame it ends at and the best is executed. Success is
@@ -16,11 +19,13 @@
 //! detour, so a value that merely evaluates the behaviour (one action label) prefers the
 //! wrong goal.
 
+use crate::data::Dataset;
 use crate::envs::nav::{self, GenConfig, Goal, Nav, Pose, Renderer};
 use crate::eval;
 use crate::labels::LabelSource;
+use crate::plot::Heatmap;
 use crate::qlearn::{QKind, QNetwork};
-use crate::train::{self, TrainConfig};
+use crate::train::{self, TrainConfig, Trained};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use rand::SeedableRng;
@@ -49,14 +54,15 @@ pub struct NavStudyConfig {
 }
 
 impl Default for NavStudyConfig {
-    /// A size that runs in about five minutes on one core: 150 episodes of 32x32 frames
+    /// A size that runs in about 20 minutes on one core: 150 episodes of 32x32 frames
     /// (about 13k transitions), the image training settings with 1000 mining steps and
-    /// 4000 Q-learning steps per label source, 50 evaluation episodes.
+    /// 20000 Q-learning steps per label source (value has to travel 100+ steps back from
+    /// the goals, one target-network period at a time), 100 evaluation episodes.
     fn default() -> Self {
         let mut train = TrainConfig::images();
         train.q = QKind::Dqn;
         train.mining.steps = 1000;
-        train.dqn.steps = 4000;
+        train.dqn.steps = 20_000;
         NavStudyConfig {
             episodes: 150,
             size: 32,
@@ -68,7 +74,7 @@ impl Default for NavStudyConfig {
                 LabelSource::Gt,
             ],
             train,
-            spl_episodes: 50,
+            spl_episodes: 100,
             max_decisions: 30,
             spearman_states: 5000,
         }
@@ -78,7 +84,10 @@ impl Default for NavStudyConfig {
 /// One label source's results.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MethodResult {
+    /// Against V from ground-truth actions.
     pub spearman: f64,
+    /// Against the exact optimal value V*.
+    pub spearman_optimal: f64,
     pub purity: f64,
     pub spl: f64,
     /// Share of evaluation episodes that reached G_near, and G_far.
@@ -94,6 +103,8 @@ pub struct MethodResult {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NavStudy {
     pub methods: BTreeMap<String, MethodResult>,
+    /// Spearman of the ground-truth-action V (the reference) against V*.
+    pub reference_vs_optimal: f64,
     pub transitions: usize,
     /// Distinct poses among the dataset states (purity's state count).
     pub poses: usize,
@@ -103,8 +114,17 @@ pub struct NavStudy {
     pub config: NavStudyConfig,
 }
 
+/// A finished study with what its figures and models are made of.
+pub struct NavRun {
+    pub study: NavStudy,
+    /// The dataset the models were trained on.
+    pub data: Dataset,
+    /// Per label source: the trained models and the value map with guided paths.
+    pub sources: Vec<(String, Trained, Heatmap)>,
+}
+
 /// Runs the study.
-pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavStudy> {
+pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
     if cfg.sources.is_empty() {
         bail!("the navigation study needs at least one label source");
     }
@@ -146,7 +166,20 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavStudy> {
         .collect();
     let renderer = Renderer::new(cfg.size, cfg.size)?;
     let mut methods = BTreeMap::new();
-    for &source in &cfg.sources {
+    let mut sources = vec![];
+    // The ground-truth-action V is the reference of every source's Spearman: train it
+    // first, and only as a reference when it is not among the sources.
+    let mut order: Vec<(LabelSource, bool)> =
+        vec![(LabelSource::Gt, cfg.sources.contains(&LabelSource::Gt))];
+    order.extend(
+        cfg.sources
+            .iter()
+            .filter(|&&s| s != LabelSource::Gt)
+            .map(|&s| (s, true)),
+    );
+    let mut reference: Vec<f64> = vec![];
+    let mut reference_vs_optimal = f64::NAN;
+    for (source, compared) in order {
         let t = Instant::now();
         let mut tc = cfg.train.clone();
         tc.labels = source;
@@ -167,10 +200,28 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavStudy> {
             .into_iter()
             .map(f64::from)
             .collect();
-        let spearman = eval::spearman(&v, &v_star);
+        if source == LabelSource::Gt {
+            reference_vs_optimal = eval::spearman(&v, &v_star);
+            reference = v.clone();
+            log::info!("reference (gt) V against V*: spearman {reference_vs_optimal:.3}");
+            if !compared {
+                continue;
+            }
+        }
+        let spearman = eval::spearman(&v, &reference);
+        let spearman_optimal = eval::spearman(&v, &v_star);
         let g = guided(&env, q, &renderer, cfg, device)?;
+        let map = value_map(
+            &env,
+            q,
+            &renderer,
+            &g.paths,
+            &format!("V with `{}` labels, and guided paths", source.key()),
+            device,
+        )?;
         let r = MethodResult {
             spearman,
+            spearman_optimal,
             purity,
             spl: g.spl,
             success: g.success,
@@ -180,22 +231,32 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavStudy> {
             seconds: t.elapsed().as_secs_f64(),
         };
         log::info!(
-            "{}: spearman {:.3}, purity {:.3}, SPL {:.3} ({:.0} s)",
+            "{}: spearman {:.3} (against V* {:.3}), purity {:.3}, SPL {:.3} ({:.0} s)",
             source.key(),
             r.spearman,
+            r.spearman_optimal,
             r.purity,
             r.spl,
             r.seconds
         );
         methods.insert(source.key().to_string(), r);
+        sources.push((source.key().to_string(), trained, map));
     }
-    Ok(NavStudy {
+    // Sources in the order asked for.
+    sources.sort_by_key(|(k, _, _)| cfg.sources.iter().position(|s| s.key() == k));
+    let study = NavStudy {
         methods,
+        reference_vs_optimal,
         transitions: n,
         poses,
         obs_shape: data.obs_shape.clone(),
         data_seconds,
         config: cfg.clone(),
+    };
+    Ok(NavRun {
+        study,
+        data,
+        sources,
     })
 }
 
@@ -215,7 +276,12 @@ pub struct Guided {
     pub spl: f64,
     pub success: f64,
     pub far: f64,
+    /// The first episodes' paths (see [`TRIPS_SHOWN`]).
+    pub paths: Vec<Vec<Pose>>,
 }
+
+/// Evaluation episodes whose paths the value maps show.
+pub const TRIPS_SHOWN: usize = 8;
 
 /// V-guided navigation with the macro-action controllers from seeded random starts.
 pub fn guided(
@@ -228,9 +294,14 @@ pub fn guided(
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6e61_7673);
     let (mut success, mut shortest, mut taken) = (vec![], vec![], vec![]);
     let mut far = 0usize;
+    let mut paths = vec![];
     for _ in 0..cfg.spl_episodes {
         let start = env.random_start(&mut rng);
-        let (outcome, length) = navigate(env, q, renderer, start, cfg.max_decisions, device)?;
+        let trip = navigate(env, q, renderer, start, cfg.max_decisions, device)?;
+        let (outcome, length) = (trip.goal, trip.length);
+        if paths.len() < TRIPS_SHOWN {
+            paths.push(trip.path);
+        }
         success.push(outcome == Some(Goal::Near));
         far += (outcome == Some(Goal::Far)) as usize;
         shortest.push(
@@ -248,11 +319,92 @@ pub fn guided(
         },
         success: success.iter().filter(|&&s| s).count() as f64 / n,
         far: far as f64 / n,
+        paths,
     })
 }
 
+/// Positions per metre of the value map.
+const MAP_RESOLUTION: usize = 4;
+
+/// V over the maze seen from above, like the paper's figure: at each free position (a
+/// `1/MAP_RESOLUTION` m grid) the highest V over the 12 headings of the rendered view,
+/// walls blank, with the guided paths and both goals drawn on top.
+pub fn value_map(
+    env: &Nav,
+    q: &QNetwork,
+    renderer: &Renderer,
+    paths: &[Vec<Pose>],
+    title: &str,
+    device: &Device,
+) -> Result<Heatmap> {
+    let (rows, cols) = (env.map.rows * MAP_RESOLUTION, env.map.cols * MAP_RESOLUTION);
+    let mut values = vec![None; rows * cols];
+    let mut at = vec![];
+    for r in 0..rows {
+        for c in 0..cols {
+            let (x, y) = (
+                (c as f32 + 0.5) / MAP_RESOLUTION as f32,
+                (r as f32 + 0.5) / MAP_RESOLUTION as f32,
+            );
+            if env.is_free(Pose::from_xy(x, y, 0)) {
+                at.push((r * cols + c, x, y));
+            }
+        }
+    }
+    // A few hundred frames per call keeps memory small whatever the frame size.
+    for chunk in at.chunks(64) {
+        let mut frames = vec![];
+        for &(_, x, y) in chunk {
+            for h in 0..nav::HEADINGS {
+                frames.extend(
+                    renderer
+                        .render(&env.map, Pose::from_xy(x, y, h))
+                        .into_iter()
+                        .map(f32::from),
+                );
+            }
+        }
+        let v = q.values(&frames, device)?;
+        for (j, &(cell, _, _)) in chunk.iter().enumerate() {
+            let best = v[j * nav::HEADINGS..(j + 1) * nav::HEADINGS]
+                .iter()
+                .copied()
+                .fold(f32::NEG_INFINITY, f32::max);
+            values[cell] = Some(best as f64);
+        }
+    }
+    let mut map = Heatmap::new(rows, cols, values);
+    map.x_range = (0.0, env.map.cols as f64);
+    map.y_range = (0.0, env.map.rows as f64);
+    map.y_down = true;
+    map.title = title.to_string();
+    map.x_label = "x (m)".into();
+    map.y_label = "y (m)".into();
+    map.colorbar_label = "max over headings of V(view)".into();
+    map.size = (900, 560);
+    map.paths = paths
+        .iter()
+        .map(|p| p.iter().map(|q| (q.x() as f64, q.y() as f64)).collect())
+        .collect();
+    for (g, name) in [(Goal::Near, "G_near"), (Goal::Far, "G_far")] {
+        let (x, y) = env.map.goal_point(g);
+        map.markers.push(((x as f64, y as f64), name.into()));
+    }
+    Ok(map)
+}
+
+/// One V-guided navigation episode.
+pub struct Trip {
+    /// The goal reached, if any.
+    pub goal: Option<Goal>,
+    /// Metres moved.
+    pub length: f64,
+    /// Every pose on the way, the start first.
+    pub path: Vec<Pose>,
+}
+
 /// Follows the macro-action whose end view V rates highest until a goal, a dead end or
-/// `max_decisions`; returns the goal reached and the metres moved.
+/// `max_decisions`.
 pub fn navigate(
     env: &Nav,
     q: &QNetwork,
@@ -260,9 +412,10 @@ pub fn navigate(
     start: Pose,
     max_decisions: usize,
     device: &Device,
-) -> Result<(Option<Goal>, f64)> {
+) -> Result<Trip> {
     let mut p = start;
     let mut length = 0.0;
+    let mut path = vec![start];
     for _ in 0..max_decisions {
         let options = env.controllers(p, renderer);
         if options.is_empty() {
@@ -277,13 +430,28 @@ pub fn navigate(
             .max_by(|&a, &b| v[a].total_cmp(&v[b]).then(b.cmp(&a)))
             .unwrap_or(0);
         let m = &options[best];
+        let mut at = p;
+        for &a in &m.actions {
+            if let Some(t) = env.step(at, a) {
+                at = t.pose;
+                path.push(at);
+            }
+        }
         length += m.length;
         p = m.end;
         if m.goal.is_some() {
-            return Ok((m.goal, length));
+            return Ok(Trip {
+                goal: m.goal,
+                length,
+                path,
+            });
         }
     }
-    Ok((None, length))
+    Ok(Trip {
+        goal: None,
+        length,
+        path,
+    })
 }
 
 impl NavStudy {
@@ -309,14 +477,26 @@ impl NavStudy {
              {q}, seed {}\n\n",
             self.transitions, self.obs_shape, self.config.episodes, self.poses, self.config.seed
         );
-        s += "source     spearman (paper) | purity (paper) cell   | SPL (paper) success far | seconds\n";
+        s += "spearman: against V from ground-truth actions (paper's reference); V*: against the exact optimal value\n\n";
+        s += "source     spearman (paper)    V* | purity (paper) cell   | SPL (paper) success far | seconds\n";
         for (k, r) in &self.methods {
             let (ps, pp, pl) = paper(k);
             s += &format!(
-                "{k:<10} {:>8.3} {ps:>7} | {:>6.3} {pp:>7} {:>5.3} | {:>4.3} {pl:>6} {:>6.2} {:>4.2} | {:>6.0}\n",
-                r.spearman, r.purity, r.purity_cell, r.spl, r.success, r.far, r.seconds
+                "{k:<10} {:>8.3} {ps:>7} {:>5.3} | {:>6.3} {pp:>7} {:>5.3} | {:>4.3} {pl:>6} {:>6.2} {:>4.2} | {:>6.0}\n",
+                r.spearman,
+                r.spearman_optimal,
+                r.purity,
+                r.purity_cell,
+                r.spl,
+                r.success,
+                r.far,
+                r.seconds
             );
         }
+        s += &format!(
+            "\nreference (ground-truth-action V) against V*: spearman {:.3}\n",
+            self.reference_vs_optimal
+        );
         s
     }
 }
@@ -341,7 +521,8 @@ mod tests {
         cfg.train.mining.conv.channels = vec![8, 8];
         cfg.train.dqn.conv.channels = vec![8, 8];
         cfg.train.dqn.steps = 20;
-        let r = run(&cfg, &Device::Cpu).unwrap();
+        let run = run(&cfg, &Device::Cpu).unwrap();
+        let r = run.study;
         let v = serde_json::to_value(&r).unwrap();
         for k in ["latent", "gt"] {
             for m in ["spearman", "purity", "spl"] {
@@ -351,5 +532,10 @@ mod tests {
         }
         assert_eq!(r.methods["gt"].purity, 1.0);
         assert!(r.report().contains("latent"));
+        assert_eq!(run.sources.len(), 2);
+        let map = &run.sources[0].2;
+        assert!(map.values.iter().any(|v| v.is_some()) && map.values.iter().any(|v| v.is_none()));
+        assert!(map.paths.iter().all(|p| !p.is_empty()));
+        assert!(!map.to_png().unwrap().is_empty());
     }
 }

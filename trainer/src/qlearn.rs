@@ -386,6 +386,15 @@ pub const QNET_FORMAT: &str = "laq-qnet";
 pub const QNET_VERSION: &str = "1";
 
 impl QNetwork {
+    /// The device the network's weights live on (where it was trained or loaded).
+    pub fn device(&self) -> Result<Device> {
+        Ok(self
+            .net
+            .tensors()?
+            .first()
+            .map_or(Device::Cpu, |(_, t)| t.device().clone()))
+    }
+
     /// Values per raw observation.
     pub fn obs_dim(&self) -> usize {
         self.obs_shape.iter().product()

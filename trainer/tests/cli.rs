@@ -613,3 +613,90 @@ fn convert_d4rl_and_minari_then_train() {
     );
     assert!(!Path::new(&p("broken.npz")).exists());
 }
+
+#[test]
+fn reproduce_nav_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nav");
+    let report = ok(&[
+        "reproduce",
+        "nav",
+        "--out",
+        out.to_str().unwrap(),
+        "--episodes",
+        "4",
+        "--size",
+        "16",
+        "--sources",
+        "latent,gt",
+        "--mining-steps",
+        "20",
+        "--q-steps",
+        "20",
+        "--spl-episodes",
+        "3",
+    ]);
+    assert!(
+        report.contains("latent") && report.contains("SPL"),
+        "{report}"
+    );
+    let m = metrics(&out.join("metrics.json"));
+    let methods = m["methods"].as_object().unwrap();
+    assert_eq!(methods.len(), 2);
+    for (k, v) in methods {
+        for f in ["spearman", "purity", "spl"] {
+            let x = v[f].as_f64().unwrap();
+            assert!(x.is_finite() && x <= 1.0, "{k}.{f} = {x}");
+        }
+    }
+    // Ground-truth labels are the recorded actions: pure by definition.
+    assert_eq!(methods["gt"]["purity"].as_f64(), Some(1.0));
+    for f in ["value_map_latent.png", "value_map_gt.png"] {
+        let bytes = std::fs::read(out.join(f)).unwrap();
+        assert_eq!(&bytes[..4], b"\x89PNG", "{f}");
+    }
+    assert!(out.join("model_latent").join("metrics.json").exists());
+    if !cfg!(feature = "cuda") {
+        let e = laq(&["--device", "cuda", "reproduce", "nav", "--out", "x"]);
+        assert!(!e.status.success());
+        let msg = String::from_utf8_lossy(&e.stderr);
+        assert!(msg.contains("`cuda` feature"), "{msg}");
+    }
+}
+
+#[test]
+fn nav_data_trains_with_the_convolutional_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("nav.npz");
+    ok(&[
+        "gen",
+        "nav-branching",
+        "--episodes",
+        "3",
+        "--size",
+        "16",
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    let info = ok(&["inspect", data.to_str().unwrap()]);
+    assert!(info.contains("16"), "{info}");
+    let run = dir.path().join("run");
+    ok(&[
+        "train",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--mining-steps",
+        "10",
+        "--dqn-steps",
+        "10",
+    ]);
+    let m = metrics(&run.join("metrics.json"));
+    assert!(
+        m["purity"].as_f64().is_some() || m["global_purity"].as_f64().is_some(),
+        "{m}"
+    );
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    assert!(summary.contains("[3, 16, 16]"), "{summary}");
+}
