@@ -733,6 +733,24 @@ fn image_datasets_train_predict_and_inspect() {
         assert_eq!(j["input_shape"], serde_json::json!([c, h, w]));
         assert_eq!(j["conv_layers"].as_array().unwrap().len(), 2);
     }
+    // int8 export of an image model: the linear layers calibrated on the frames, the
+    // convolutions kept in f32; the runtime reads it back.
+    let compared = ok(&[
+        "export",
+        "--model",
+        &p("dqn/value.safetensors"),
+        "--quantize",
+        "int8",
+        "--data",
+        &p("frames.safetensors"),
+        "--out",
+        &p("q8.safetensors"),
+    ]);
+    assert!(compared.contains("Spearman"), "{compared}");
+    let report = ok(&["inspect", &p("q8.safetensors"), "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(j["conv_layers"][0]["weights"], "f32");
+    assert_eq!(j["layers"][0]["weights"], "i8");
     // A model for other images is refused with both shapes named.
     let other = Dataset {
         obs_shape: vec![c, w, h * 2],
