@@ -381,7 +381,8 @@ pub struct QNetwork {
 /// Rows per forward pass when scoring many states with a convolutional network.
 const SCORE_CHUNK: usize = 256;
 
-/// The trainer-only file format of Q-networks the runtime cannot evaluate (convolutional).
+/// The trainer-only file format of whole Q-networks (BCQ's imitation network included),
+/// which the runtime does not read.
 pub const QNET_FORMAT: &str = "laq-qnet";
 pub const QNET_VERSION: &str = "1";
 
