@@ -192,7 +192,8 @@ pub struct Gated {
 
 /// A fixed-size scratch buffer for evaluation, usable wherever `&mut [f32]` scratch is
 /// asked for. `N` must be at least [`Model::scratch_len`], i.e.
-/// `input_dim + max_i(in_i + out_i)` over the layers.
+/// `input_dim + max_i(in_i + out_i)` over the layers of a fully connected model (an
+/// image model adds its patch buffer and feature maps, see [`Model::scratch_len`]).
 ///
 /// ```
 /// use laq_runtime::Scratch;
