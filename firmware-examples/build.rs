@@ -4,7 +4,9 @@
 //! - copies the grid model (`../models/gridworld/value.safetensors`, or the file named
 //!   by `LAQ_GRID_MODEL`) and the maze model (`../models/maze2d/value.safetensors`, or
 //!   `LAQ_MAZE_MODEL`) to `OUT_DIR` for `include_bytes!`;
-//! - generates the deterministic 4-128-128-8 benchmark model (f32 and int8);
+//! - generates the deterministic 4-128-128-8 benchmark model (f32 and int8) and an
+//!   image model of the trainer's default shape (3x32x32, convolutions to 16, 32 and
+//!   32 channels, then 512-128-8);
 //! - evaluates all of them on the host with the same `laq-runtime` code and writes the
 //!   results to `OUT_DIR/host_values.rs`, so the firmware can check itself;
 //! - runs the maze guidance (`src/maze.rs`, compiled here for the host) from the
@@ -71,6 +73,8 @@ fn main() {
     let bench = bench_model(false);
     let bench_i8 = bench_model(true);
     let one_norm = one_norm_model();
+    let conv = conv_model();
+    fs::write(out.join("conv.safetensors"), &conv).expect("write conv model");
     fs::write(out.join("bench.safetensors"), &bench).expect("write bench model");
     fs::write(out.join("bench_i8.safetensors"), &bench_i8).expect("write bench model");
     fs::write(out.join("one_norm.safetensors"), &one_norm).expect("write one_norm model");
@@ -147,7 +151,86 @@ fn main() {
         model.scratch_len()
     )
     .unwrap();
+    let model = load(&conv, Path::new("conv"));
+    let image: Vec<f32> = (0..model.input_dim()).map(conv_pixel).collect();
+    let mut scratch = vec![0.0f32; model.scratch_len()];
+    let v = model
+        .value(&image, &mut scratch)
+        .expect("conv model evaluates");
+    writeln!(
+        code,
+        "/// V of the conv model's test image.\npub const CONV_V: f32 = f32::from_bits(0x{:08x});",
+        v.to_bits()
+    )
+    .unwrap();
+    writeln!(
+        code,
+        "/// Scratch length of the conv model.\npub const CONV_SCRATCH: usize = {};",
+        model.scratch_len()
+    )
+    .unwrap();
+    writeln!(
+        code,
+        "/// State length of the conv model (3 x 32 x 32).\npub const CONV_DIM: usize = {};",
+        model.input_dim()
+    )
+    .unwrap();
     fs::write(out.join("host_values.rs"), code).expect("write host values");
+}
+
+/// Pixel `k` of the conv model's test image, `[C, H, W]` order, raw values 0..=255 (the
+/// same formula as `bench_mcu`'s, so both evaluate the same image).
+fn conv_pixel(k: usize) -> f32 {
+    ((k * 37 + 11) % 256) as f32
+}
+
+/// An image model of the trainer's default shape: a 3x32x32 image, 4x4 stride-2
+/// convolutions to 16, 32 and 32 channels (a 4x4x32 map, 512 values), then 128 and 8
+/// outputs (max_q); weights from a fixed seed.
+fn conv_model() -> Vec<u8> {
+    let mut rng = Lcg(0xc0417);
+    let (channels, dense) = ([3usize, 16, 32, 32], [512usize, 128, 8]);
+    let mut tensors: Vec<(String, Vec<usize>, Data)> = vec![
+        (
+            "input.mean".into(),
+            vec![3],
+            Data::F32((0..3).map(|_| 128.0 + 20.0 * rng.next()).collect()),
+        ),
+        (
+            "input.scale".into(),
+            vec![3],
+            Data::F32((0..3).map(|_| 1.0 / (60.0 + 10.0 * rng.next())).collect()),
+        ),
+    ];
+    let mut layer = |name: String, rows: usize, cols: usize, tensors: &mut Vec<_>| {
+        let bound = 1.0 / (cols as f32).sqrt();
+        let weights: Vec<f32> = (0..rows * cols).map(|_| rng.next() * bound).collect();
+        let bias: Vec<f32> = (0..rows).map(|_| rng.next() * 0.1).collect();
+        tensors.push((
+            format!("{name}.weight"),
+            vec![rows, cols],
+            Data::F32(weights),
+        ));
+        tensors.push((format!("{name}.bias"), vec![rows], Data::F32(bias)));
+    };
+    for (i, c) in channels.windows(2).enumerate() {
+        layer(format!("conv.{i}"), c[1], 16 * c[0], &mut tensors);
+    }
+    for (i, d) in dense.windows(2).enumerate() {
+        layer(format!("layers.{i}"), d[1], d[0], &mut tensors);
+    }
+    let meta = [
+        ("format", "laq-value"),
+        ("version", "2"),
+        ("input_dim", "3072"),
+        ("input_shape", "[3,32,32]"),
+        ("num_conv", "3"),
+        ("num_layers", "2"),
+        ("activation", "relu"),
+        ("head", "max_q"),
+        ("gamma", "0.99"),
+    ];
+    write_safetensors(&meta, tensors)
 }
 
 /// The maze guidance from the firmware's starts, on the host: per start, whether it

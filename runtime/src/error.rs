@@ -28,7 +28,9 @@ pub enum Error {
     InvalidJson,
     /// A tensor has a dtype this format does not allow for it.
     InvalidDtype,
-    /// A tensor's shape disagrees with the metadata or with the other tensors.
+    /// A tensor's shape disagrees with the metadata or with the other tensors (e.g. a
+    /// layer's inputs are not the previous layer's outputs, or a convolution has more
+    /// than [`MAX_CHANNELS`](crate::MAX_CHANNELS) output channels).
     InvalidShape,
     /// Data offsets are reversed, run past the data section, overlap, or do not match
     /// the tensor's shape and dtype.
@@ -38,11 +40,14 @@ pub enum Error {
     /// A required tensor is missing.
     MissingTensor,
     /// A tensor name that the format does not define (or not for this file's
-    /// `num_layers` / weight dtypes).
+    /// `num_layers`, `num_conv` or weight dtypes).
     UnknownTensor,
-    /// `format` is not `laq-value` or `version` is not `1` (or either is missing).
+    /// `format` is not `laq-value` or `version` is neither `1` nor `2` (or either is
+    /// missing).
     UnsupportedFormat,
-    /// Required metadata is missing or has an invalid value.
+    /// Required metadata is missing or has an invalid value (e.g. an image model's
+    /// `input_shape` whose height is not a multiple of `2^num_conv`, or an
+    /// `input_dim` other than `C * H * W`).
     InvalidMetadata,
     /// A tensor contains NaN or an infinity.
     NonFinite,
@@ -104,7 +109,7 @@ impl Error {
             Error::DuplicateTensor => "tensor or metadata given twice",
             Error::MissingTensor => "required tensor missing",
             Error::UnknownTensor => "tensor name not defined by the format",
-            Error::UnsupportedFormat => "not a laq-value version 1 file",
+            Error::UnsupportedFormat => "not a laq-value version 1 or 2 file",
             Error::InvalidMetadata => "required metadata missing or invalid",
             Error::NonFinite => "tensor contains NaN or infinity",
             Error::InvalidDensity => "density gate parameters invalid",

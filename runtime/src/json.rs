@@ -18,7 +18,11 @@ pub(crate) const SLOT_DENSITY_VARIANCES: usize = 4;
 pub(crate) const SLOT_DENSITY_DIMS: usize = 5;
 /// `layers.{i}.weight` is `SLOT_LAYERS + 3 * i`, `.scale` `+ 1`, `.bias` `+ 2`.
 pub(crate) const SLOT_LAYERS: usize = 6;
-pub(crate) const SLOTS: usize = SLOT_LAYERS + 3 * crate::MAX_LAYERS;
+/// `conv.{i}.weight` is `SLOT_CONV + 2 * i`, `.bias` `+ 1` (convolutions have f32
+/// weights only, so no scale slot: every slot must fit the loader's 64-bit masks).
+pub(crate) const SLOT_CONV: usize = SLOT_LAYERS + 3 * crate::MAX_LAYERS;
+pub(crate) const SLOTS: usize = SLOT_CONV + 2 * crate::MAX_CONV_LAYERS;
+const _: () = assert!(SLOTS <= 64);
 
 /// Element types the format uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,6 +145,16 @@ const PARTS: [&[u8]; 3] = [b".weight", b".scale", b".bias"];
 fn slot_of(name: &[u8]) -> Option<usize> {
     if let Some(slot) = NAMES.iter().position(|n| same(n, name)) {
         return Some(slot);
+    }
+    // `conv.{i}.weight` / `.bias`, `i` one digit.
+    if let [b'c', b'o', b'n', b'v', b'.', d @ b'0'..=b'9', suffix @ ..] = name {
+        let layer = usize::from(d - b'0');
+        let slot = match PARTS.iter().position(|p| same(p, suffix))? {
+            0 => SLOT_CONV + 2 * layer,
+            2 => SLOT_CONV + 2 * layer + 1,
+            _ => return None,
+        };
+        return (layer < crate::MAX_CONV_LAYERS).then_some(slot);
     }
     let (prefix, rest) = name.split_at_checked(7)?;
     if !same(prefix, b"layers.") {
@@ -421,7 +435,14 @@ mod tests {
         assert_eq!(slot_of(b"layers..bias"), None);
         assert_eq!(slot_of(b"layers.1.weights"), None);
         assert_eq!(slot_of(b"input.mean"), Some(SLOT_INPUT_MEAN));
-        assert_eq!(SLOTS, 54);
+        assert_eq!(slot_of(b"conv.0.weight"), Some(SLOT_CONV));
+        assert_eq!(slot_of(b"conv.3.bias"), Some(SLOT_CONV + 7));
+        assert_eq!(slot_of(b"conv.4.bias"), None);
+        assert_eq!(slot_of(b"conv.0.scale"), None);
+        assert_eq!(slot_of(b"conv.10.weight"), None);
+        assert_eq!(slot_of(b"conv..weight"), None);
+        assert_eq!(SLOT_CONV, 54);
+        assert_eq!(SLOTS, 62);
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! - [`Model::new_checked`] validates the whole file once (header, dtypes, shapes,
 //!   offsets, metadata, finite values, density gate); afterwards evaluation can only fail
 //!   on the caller's input.
-//! - [`Model::evaluate`] / [`Model::value`] run the MLP (input normalisation, ReLU
-//!   layers, `max_q` or `one_norm` head) with f32 or int8 weights, using a
-//!   caller-provided scratch buffer ([`Scratch`]).
+//! - [`Model::evaluate`] / [`Model::value`] run the network (input normalisation,
+//!   for image models 4x4 stride-2 convolutions, ReLU layers, `max_q` or `one_norm`
+//!   head) with f32 or int8 weights, using a caller-provided scratch buffer
+//!   ([`Scratch`]).
 //! - [`Model::log_density`] / [`Model::gated_value`] apply the optional density gate.
 //! - [`Model::select`] picks among user [`Controller`]s by `reward + gamma * V(next)`.
 //! - [`Model::shaped_reward`] gives the potential-based shaped reward.
@@ -66,7 +67,8 @@ mod select;
 
 pub use error::Error;
 pub use model::{
-    Gated, Head, LayerInfo, Model, Output, Scratch, MAX_HEADER_LEN, MAX_INPUT_DIM, MAX_LAYERS,
+    ConvInfo, Gated, Head, LayerInfo, Model, Output, Scratch, MAX_CHANNELS, MAX_CONV_LAYERS,
+    MAX_HEADER_LEN, MAX_IMAGE_SIDE, MAX_INPUT_DIM, MAX_LAYERS,
 };
 #[cfg(feature = "alloc")]
 pub use owned::OwnedModel;

@@ -3,8 +3,9 @@
 use core::ops::{Deref, DerefMut};
 
 use crate::json::{
-    self, Dtype, Entry, RawStr, TensorInfo, SLOTS, SLOT_DENSITY_DIMS, SLOT_DENSITY_MEANS,
-    SLOT_DENSITY_VARIANCES, SLOT_DENSITY_WEIGHTS, SLOT_INPUT_MEAN, SLOT_INPUT_SCALE, SLOT_LAYERS,
+    self, Dtype, Entry, RawStr, TensorInfo, SLOTS, SLOT_CONV, SLOT_DENSITY_DIMS,
+    SLOT_DENSITY_MEANS, SLOT_DENSITY_VARIANCES, SLOT_DENSITY_WEIGHTS, SLOT_INPUT_MEAN,
+    SLOT_INPUT_SCALE, SLOT_LAYERS,
 };
 use crate::kernels::{le_at, linear, F32s, Weights};
 use crate::num::{parse_f32, parse_usize};
@@ -33,12 +34,39 @@ pub const MAX_HEADER_LEN: usize = 64 * 1024;
 /// ```
 pub const MAX_LAYERS: usize = 16;
 
-/// The largest state dimension (`input_dim` is `1..=MAX_INPUT_DIM`).
+/// The largest state dimension of a fully connected model (`input_dim` is
+/// `1..=MAX_INPUT_DIM`). An image model's state is its image, bounded by
+/// [`MAX_IMAGE_SIDE`] and [`MAX_CHANNELS`] instead.
 ///
 /// ```
 /// assert_eq!(laq_runtime::MAX_INPUT_DIM, 1024);
 /// ```
 pub const MAX_INPUT_DIM: usize = 1024;
+
+/// The most convolutional layers an image model may have (`num_conv` is
+/// `1..=MAX_CONV_LAYERS`).
+///
+/// ```
+/// assert_eq!(laq_runtime::MAX_CONV_LAYERS, 4);
+/// ```
+pub const MAX_CONV_LAYERS: usize = 4;
+
+/// The largest height and width of an image model's input, in pixels.
+///
+/// ```
+/// assert_eq!(laq_runtime::MAX_IMAGE_SIDE, 256);
+/// ```
+pub const MAX_IMAGE_SIDE: usize = 256;
+
+/// The most channels of an image or of a convolution's output.
+///
+/// ```
+/// assert_eq!(laq_runtime::MAX_CHANNELS, 256);
+/// ```
+pub const MAX_CHANNELS: usize = 256;
+
+/// Height and width of a convolution's kernel (the stride is 2, the zero padding 1).
+const KERNEL: usize = 4;
 
 /// Tolerance on the sum of the density mixture weights (which must be 1).
 const MIXTURE_SUM_TOLERANCE: f32 = 1e-3;
@@ -81,6 +109,34 @@ pub struct LayerInfo {
     pub outputs: usize,
     /// Whether the weights are I8 with per-output-channel scales.
     pub int8: bool,
+}
+
+/// Shape of one convolutional layer of an image model: a 4x4 kernel with stride 2 and
+/// one pixel of zero padding, so the output map is `in_height / 2` by `in_width / 2`
+/// pixels of `out_channels`, each followed by ReLU.
+///
+/// ```
+/// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
+/// use laq_runtime::{ConvInfo, Model};
+///
+/// let model = Model::new_checked(bytes)?;
+/// assert_eq!(
+///     model.conv_layer(1),
+///     Some(ConvInfo { in_channels: 2, out_channels: 3, in_height: 2, in_width: 2 })
+/// );
+/// # Ok::<(), laq_runtime::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ConvInfo {
+    /// Channels of the input map.
+    pub in_channels: usize,
+    /// Channels of the output map.
+    pub out_channels: usize,
+    /// Height of the input map in pixels.
+    pub in_height: usize,
+    /// Width of the input map in pixels.
+    pub in_width: usize,
 }
 
 /// The result of [`Model::evaluate`].
@@ -136,7 +192,8 @@ pub struct Gated {
 
 /// A fixed-size scratch buffer for evaluation, usable wherever `&mut [f32]` scratch is
 /// asked for. `N` must be at least [`Model::scratch_len`], i.e.
-/// `input_dim + max_i(in_i + out_i)` over the layers.
+/// `input_dim + max_i(in_i + out_i)` over the layers of a fully connected model (an
+/// image model adds its patch buffer and feature maps, see [`Model::scratch_len`]).
 ///
 /// ```
 /// use laq_runtime::Scratch;
@@ -191,16 +248,28 @@ pub(crate) struct Layout {
     /// that `Layout` is only 4-aligned: the target then needs one `memclr` routine,
     /// shared with the scratch buffer's, instead of two).
     present: [u32; 2],
-    /// `input_dim`, then the output width of each layer: layer `i` maps
-    /// `widths[i]` inputs to `widths[i + 1]` outputs.
+    /// The input width of the first linear layer (`input_dim`, or the flattened
+    /// feature map of an image model), then the output width of each layer: layer `i`
+    /// maps `widths[i]` inputs to `widths[i + 1]` outputs.
     widths: [u32; MAX_LAYERS + 1],
+    /// The state length `D` (`input_dim`).
+    dim: u32,
+    /// Number of convolutional layers (0: a fully connected model).
+    conv: u8,
+    /// Height and width of an image model's input.
+    image: [u16; 2],
+    /// The image's channels, then the output channels of each convolution.
+    channels: [u16; MAX_CONV_LAYERS + 1],
+    /// Length of the patch buffer at the start of the scratch: the largest
+    /// convolution input patch, `16 * channels[i]` (0 without convolutions).
+    patch: u32,
     /// Bit `i` set if layer `i` has I8 weights.
     int8: u16,
     layers: u8,
     /// 1 for [`Head::OneNorm`], 0 for [`Head::MaxQ`]: a plain integer rather than the
     /// enum, so that `Model` has no niche (see [`Model`]'s `data`).
     one_norm: u8,
-    /// `max_i(in_i + out_i)`.
+    /// `max_i(in_i + out_i)` along the chain of feature maps and layer outputs.
     act_len: u32,
     gamma: f32,
     threshold: f32,
@@ -213,7 +282,7 @@ pub(crate) struct Layout {
 }
 
 /// The metadata keys the format defines, in the order of [`Meta`]'s fields.
-const META_KEYS: [&[u8]; 8] = [
+const META_KEYS: [&[u8]; 10] = [
     b"format",
     b"version",
     b"input_dim",
@@ -222,12 +291,14 @@ const META_KEYS: [&[u8]; 8] = [
     b"head",
     b"gamma",
     b"density_threshold",
+    b"num_conv",
+    b"input_shape",
 ];
 
 /// Raw values of the metadata keys the format defines (see [`META_KEYS`]).
 #[derive(Default)]
 struct Meta<'h> {
-    values: [Option<RawStr<'h>>; 8],
+    values: [Option<RawStr<'h>>; 10],
 }
 
 impl<'h> Meta<'h> {
@@ -258,6 +329,8 @@ const ACTIVATION: usize = 4;
 const HEAD: usize = 5;
 const GAMMA: usize = 6;
 const THRESHOLD: usize = 7;
+const NUM_CONV: usize = 8;
+const INPUT_SHAPE: usize = 9;
 
 fn meta_usize(
     value: Option<RawStr<'_>>,
@@ -271,6 +344,32 @@ fn meta_usize(
 
 fn meta_f32(value: RawStr<'_>) -> Result<f32, Error> {
     parse_f32(value.bytes()).ok_or(Error::InvalidMetadata)
+}
+
+/// `input_shape`: `[C,H,W]`, spaces allowed around the numbers. One pass over the
+/// bytes (a split-and-trim would cost more flash than the whole parser). Numbers
+/// saturate; the caller's range checks reject them.
+fn parse_shape(value: &[u8]) -> Option<[u32; 3]> {
+    let [b'[', inner @ .., b']'] = value else {
+        return None;
+    };
+    let mut shape = [0u32; 3];
+    // Index of the number being read, whether it has digits, and whether a space
+    // ended them.
+    let (mut n, mut digits, mut ended) = (0usize, false, false);
+    for &c in inner {
+        match c {
+            b'0'..=b'9' if !ended => {
+                let dim = shape.get_mut(n)?;
+                *dim = dim.saturating_mul(10).saturating_add(u32::from(c - b'0'));
+                digits = true;
+            }
+            b',' if digits => (n, digits, ended) = (n + 1, false, false),
+            b' ' => ended = digits,
+            _ => return None,
+        }
+    }
+    (n == 2 && digits).then_some(shape)
 }
 
 const fn bit(slot: usize) -> u64 {
@@ -289,6 +388,14 @@ const fn bias_slot(layer: usize) -> usize {
     SLOT_LAYERS + 3 * layer + 2
 }
 
+const fn conv_weight_slot(layer: usize) -> usize {
+    SLOT_CONV + 2 * layer
+}
+
+const fn conv_bias_slot(layer: usize) -> usize {
+    SLOT_CONV + 2 * layer + 1
+}
+
 impl Layout {
     /// Validates a whole file. See [`Model::new_checked`].
     /// A layout with nothing in it (all zero, so it costs no flash), to be filled by
@@ -297,6 +404,11 @@ impl Layout {
         offsets: [0; SLOTS],
         present: [0; 2],
         widths: [0; MAX_LAYERS + 1],
+        dim: 0,
+        conv: 0,
+        image: [0; 2],
+        channels: [0; MAX_CONV_LAYERS + 1],
+        patch: 0,
         int8: 0,
         layers: 0,
         one_norm: 0,
@@ -355,7 +467,7 @@ impl Layout {
     }
 
     fn record(&mut self, slot: usize, info: &TensorInfo, data_len: u32) -> Result<(), Error> {
-        let is_weight = slot >= SLOT_LAYERS && (slot - SLOT_LAYERS) % 3 == 0;
+        let is_weight = self.is_weight_slot(slot);
         let dtype_ok = match info.dtype {
             Dtype::F32 => slot != SLOT_DENSITY_DIMS,
             Dtype::I8 => is_weight,
@@ -398,6 +510,14 @@ impl Layout {
             if info.dtype == Dtype::I8 {
                 self.int8 |= 1 << layer;
             }
+        } else if slot >= SLOT_CONV && (slot - SLOT_CONV) % 2 == 0 {
+            // The output channels of a convolution; `check_structure` bounds them.
+            if info.rank != 2 {
+                return Err(Error::InvalidShape);
+            }
+            if let Some(c) = self.channels.get_mut((slot - SLOT_CONV) / 2 + 1) {
+                *c = u16::try_from(d0).unwrap_or(u16::MAX);
+            }
         } else if slot == SLOT_DENSITY_MEANS {
             if info.rank != 2 {
                 return Err(Error::InvalidShape);
@@ -409,13 +529,48 @@ impl Layout {
     }
 
     fn apply_metadata(&mut self, meta: &Meta<'_>) -> Result<(), Error> {
-        if !meta.get(FORMAT).is_some_and(|f| f.is("laq-value"))
-            || !meta.get(VERSION).is_some_and(|v| v.is("1"))
-        {
+        // Version 1 is fully connected; version 2 adds convolutions on an image.
+        let image = match meta.get(VERSION) {
+            Some(v) if v.is("1") => false,
+            Some(v) if v.is("2") => true,
+            _ => return Err(Error::UnsupportedFormat),
+        };
+        if !meta.get(FORMAT).is_some_and(|f| f.is("laq-value")) {
             return Err(Error::UnsupportedFormat);
         }
-        let [input_dim, ..] = &mut self.widths;
-        *input_dim = meta_usize(meta.get(INPUT_DIM), 1..=MAX_INPUT_DIM)? as u32;
+        if image {
+            let n = meta_usize(meta.get(NUM_CONV), 1..=MAX_CONV_LAYERS)?;
+            let [c, h, w] = meta
+                .get(INPUT_SHAPE)
+                .and_then(|v| parse_shape(v.bytes()))
+                .ok_or(Error::InvalidMetadata)?;
+            // Each layer halves the height and width exactly: multiples of 2^n.
+            let odd = (h | w) & ((1 << n) - 1);
+            if c.wrapping_sub(1) >= MAX_CHANNELS as u32
+                || h.wrapping_sub(1) >= MAX_IMAGE_SIDE as u32
+                || w.wrapping_sub(1) >= MAX_IMAGE_SIDE as u32
+                || odd != 0
+            {
+                return Err(Error::InvalidMetadata);
+            }
+            self.conv = n as u8;
+            self.image = [h as u16, w as u16];
+            // Pass 1 recorded the convolutions' output channels after this one.
+            let [c0, ..] = &mut self.channels;
+            *c0 = c as u16;
+            self.dim = c * h * w;
+            if meta_usize(meta.get(INPUT_DIM), 1..=usize::MAX)? != self.dim as usize {
+                return Err(Error::InvalidMetadata);
+            }
+        } else {
+            // A version 1 file with these keys was meant for a reader that knows them.
+            if meta.get(NUM_CONV).is_some() || meta.get(INPUT_SHAPE).is_some() {
+                return Err(Error::InvalidMetadata);
+            }
+            self.dim = meta_usize(meta.get(INPUT_DIM), 1..=MAX_INPUT_DIM)? as u32;
+            let [input_dim, ..] = &mut self.widths;
+            *input_dim = self.dim;
+        }
         self.layers = meta_usize(meta.get(NUM_LAYERS), 1..=MAX_LAYERS)? as u8;
         if !meta.get(ACTIVATION).is_some_and(|a| a.is("relu")) {
             return Err(Error::InvalidMetadata);
@@ -447,6 +602,10 @@ impl Layout {
             | bit(SLOT_DENSITY_VARIANCES)
             | bit(SLOT_DENSITY_DIMS);
         let mut required = bit(SLOT_INPUT_MEAN) | bit(SLOT_INPUT_SCALE);
+        for layer in 0..usize::from(self.conv) {
+            allowed |= bit(conv_weight_slot(layer)) | bit(conv_bias_slot(layer));
+            required |= bit(conv_weight_slot(layer)) | bit(conv_bias_slot(layer));
+        }
         for layer in 0..layers {
             allowed |= bit(weight_slot(layer)) | bit(bias_slot(layer));
             required |= bit(weight_slot(layer)) | bit(bias_slot(layer));
@@ -462,9 +621,35 @@ impl Layout {
             return Err(Error::MissingTensor);
         }
 
-        // Activations along the layer chain in_0 = D, in_{i+1} = out_i (the weights'
-        // input widths are checked against the chain in pass 2, by `check_shape`).
+        // Feature maps along the convolutions: each reads its input (the state itself
+        // for the first) and writes a map half as high and wide; consecutive maps share
+        // the activation buffer, so it holds the two largest neighbours. The channel
+        // chain is checked against the weights' columns in pass 2.
         let mut act_len = 0u32;
+        let [mut h, mut w] = self.image.map(u32::from);
+        let mut prev = 0u32;
+        let mut patch = 0u32;
+        for (i, pair) in self.channels.windows(2).enumerate() {
+            if let (true, &[cin, cout]) = (i < usize::from(self.conv), pair) {
+                if !(1..=MAX_CHANNELS as u16).contains(&cout) {
+                    return Err(Error::InvalidShape);
+                }
+                patch = patch.max((KERNEL * KERNEL) as u32 * u32::from(cin));
+                h /= 2;
+                w /= 2;
+                let size = h * w * u32::from(cout);
+                act_len = act_len.max(prev + size);
+                prev = size;
+                if let Some(flat) = self.widths.first_mut() {
+                    *flat = size;
+                }
+            }
+        }
+        self.patch = patch;
+
+        // Activations along the layer chain in_0 = D (or the flattened feature map),
+        // in_{i+1} = out_i (the weights' input widths are checked against the chain in
+        // pass 2, by `check_shape`).
         for pair in self.widths.windows(2).take(layers) {
             if let &[cols, rows] = pair {
                 act_len = act_len.max(rows.checked_add(cols).ok_or(Error::InvalidShape)?);
@@ -494,14 +679,21 @@ impl Layout {
     }
 
     fn check_shape(&self, slot: usize, info: &TensorInfo) -> Result<(), Error> {
-        let d = self.input_dim();
         let m = self.mixtures;
         let g = self.gate_dims;
         let expected: (usize, [u32; 2]) = match slot {
-            SLOT_INPUT_MEAN | SLOT_INPUT_SCALE => (1, [d, 0]),
+            SLOT_INPUT_MEAN | SLOT_INPUT_SCALE => (1, [self.norm_len(), 0]),
             SLOT_DENSITY_WEIGHTS => (1, [m, 0]),
             SLOT_DENSITY_MEANS | SLOT_DENSITY_VARIANCES => (2, [m, g]),
             SLOT_DENSITY_DIMS => (1, [g, 0]),
+            _ if slot >= SLOT_CONV => {
+                let (cols, rows) = self.conv_shape((slot - SLOT_CONV) / 2);
+                if (slot - SLOT_CONV) % 2 == 0 {
+                    (2, [rows, cols])
+                } else {
+                    (1, [rows, 0])
+                }
+            }
             _ => {
                 let layer = (slot - SLOT_LAYERS) / 3;
                 let (cols, rows) = self.shape(layer);
@@ -528,14 +720,22 @@ impl Layout {
         if self.present() & bit(slot) == 0 {
             return 0;
         }
-        let d = self.input_dim() as usize;
         let m = self.mixtures as usize;
         let g = self.gate_dims as usize;
         let (numel, size) = match slot {
-            SLOT_INPUT_MEAN | SLOT_INPUT_SCALE => (d, 4),
+            SLOT_INPUT_MEAN | SLOT_INPUT_SCALE => (self.norm_len() as usize, 4),
             SLOT_DENSITY_WEIGHTS => (m, 4),
             SLOT_DENSITY_MEANS | SLOT_DENSITY_VARIANCES => (m.saturating_mul(g), 4),
             SLOT_DENSITY_DIMS => (g, 4),
+            _ if slot >= SLOT_CONV => {
+                let (cols, rows) = self.conv_shape((slot - SLOT_CONV) / 2);
+                let (cols, rows) = (cols as usize, rows as usize);
+                if (slot - SLOT_CONV) % 2 == 0 {
+                    (rows.saturating_mul(cols), 4)
+                } else {
+                    (rows, 4)
+                }
+            }
             _ => {
                 let layer = (slot - SLOT_LAYERS) / 3;
                 let (cols, rows) = self.shape(layer);
@@ -621,8 +821,25 @@ impl Layout {
     }
 
     fn input_dim(&self) -> u32 {
-        let [d, ..] = self.widths;
-        d
+        self.dim
+    }
+
+    /// Length of `input.mean` and `input.scale`: one per state value, or one per
+    /// channel of an image.
+    fn norm_len(&self) -> u32 {
+        match self.channels {
+            [c, ..] if self.conv > 0 => u32::from(c),
+            _ => self.dim,
+        }
+    }
+
+    /// `(16 * in_channels, out_channels)` of convolution `layer`: the weight matrix's
+    /// columns and rows (zeros past [`MAX_CONV_LAYERS`]).
+    fn conv_shape(&self, layer: usize) -> (u32, u32) {
+        match self.channels.get(layer..) {
+            Some(&[cin, cout, ..]) => ((KERNEL * KERNEL) as u32 * u32::from(cin), u32::from(cout)),
+            _ => (0, 0),
+        }
     }
 
     /// `(inputs, outputs)` of `layer` (zeros past [`MAX_LAYERS`]).
@@ -638,8 +855,9 @@ impl Layout {
         u64::from(lo) | (u64::from(hi) << 32)
     }
 
+    /// Whether `slot` holds a linear layer's weights (the only tensors that may be I8).
     fn is_weight_slot(&self, slot: usize) -> bool {
-        slot >= SLOT_LAYERS && (slot - SLOT_LAYERS) % 3 == 0
+        (SLOT_LAYERS..SLOT_CONV).contains(&slot) && (slot - SLOT_LAYERS) % 3 == 0
     }
 
     fn slot_is_int8(&self, slot: usize) -> bool {
@@ -681,35 +899,45 @@ fn check_gamma(gamma: f32) -> Result<f32, Error> {
 /// assert!(v.is_finite());
 /// # Ok::<(), laq_runtime::Error>(())
 /// ```
+// `repr(C)` with the layout first: the zeroed layout and the `None` data pointer then
+// form one zeroed prefix, which `new_checked_in_place` clears in place; in Rust's own
+// order the compiler built the model in a temporary and copied it with `memcpy`
+// (about 900 bytes of flash on a Cortex-M4).
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 pub struct Model<'a> {
+    layout: Layout,
     /// The data section (always `Some` once loaded). An `Option` so that `Model` has
     /// no niche and `Result<Model, _>` keeps a separate tag, which compiles to less
     /// code on the target (docs/runtime.md, flash footprint).
     data: Option<&'a [u8]>,
-    layout: Layout,
 }
 
 impl<'a> Model<'a> {
-    /// Validates `bytes` as a `laq-value` version 1 file and returns a view of it.
+    /// Validates `bytes` as a `laq-value` file (version 1, fully connected, or
+    /// version 2, convolutions on an image first) and returns a view of it.
     ///
     /// Everything is checked here, once: the header length (at most
     /// [`MAX_HEADER_LEN`]) and JSON syntax; dtypes; shapes and the layer chain; data
     /// offsets inside the data section, matching the shapes, and not overlapping;
-    /// required tensors and metadata (`format` `laq-value`, `version` `1`,
-    /// `input_dim`, `num_layers`, `activation` `relu`, `head`); no unknown tensor
-    /// names; every f32 value finite; the density gate (variances > 0, weights >= 0
-    /// summing to 1 within 1e-3, `density.dims` inside the state, a
-    /// `density_threshold`). Bytes after the last tensor (e.g. flash padding) and gaps
-    /// between tensors are allowed.
+    /// required tensors and metadata (`format` `laq-value`, `version` `1` or `2`,
+    /// `input_dim`, `num_layers`, `activation` `relu`, `head`; for version 2
+    /// `num_conv` and `input_shape`, with the height and width multiples of
+    /// `2^num_conv`, `input_dim = C * H * W` and the channel chain matching the
+    /// convolutions' weights); no unknown tensor names; every f32 value finite; the
+    /// density gate (variances > 0, weights >= 0 summing to 1 within 1e-3,
+    /// `density.dims` inside the state, a `density_threshold`). Bytes after the last
+    /// tensor (e.g. flash padding) and gaps between tensors are allowed.
     ///
     /// ```
     /// # let bytes: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
+    /// # let image: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
     /// use laq_runtime::{Error, Model};
     ///
     /// let model = Model::new_checked(bytes)?;
     /// assert_eq!(model.input_dim(), 2);
     /// assert_eq!(Model::new_checked(&bytes[..bytes.len() - 1]).err(), Some(Error::InvalidOffsets));
+    /// assert_eq!(Model::new_checked(image)?.input_shape(), Some([1, 4, 4]));
     /// # Ok::<(), Error>(())
     /// ```
     pub fn new_checked(bytes: &'a [u8]) -> Result<Self, Error> {
@@ -872,33 +1100,113 @@ impl<'a> Model<'a> {
         Ok(())
     }
 
-    /// Multiply-accumulates per evaluation (`sum_i in_i * out_i`).
+    /// The number of convolutional layers (0 for a fully connected model).
+    ///
+    /// ```
+    /// # let mlp = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
+    /// # let image = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
+    /// use laq_runtime::Model;
+    ///
+    /// assert_eq!(Model::new_checked(mlp)?.num_conv(), 0);
+    /// assert_eq!(Model::new_checked(image)?.num_conv(), 2);
+    /// # Ok::<(), laq_runtime::Error>(())
+    /// ```
+    pub fn num_conv(&self) -> usize {
+        usize::from(self.layout.conv)
+    }
+
+    /// `[C, H, W]` of an image model's input (`None` for a fully connected model). The
+    /// state is the image in this order: channel planes, each row after row, raw
+    /// values (e.g. 0..=255 pixel intensities as f32), `input_dim() == C * H * W`.
+    ///
+    /// ```
+    /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
+    /// let model = laq_runtime::Model::new_checked(bytes)?;
+    /// assert_eq!(model.input_shape(), Some([1, 4, 4]));
+    /// assert_eq!(model.input_dim(), 16);
+    /// # Ok::<(), laq_runtime::Error>(())
+    /// ```
+    pub fn input_shape(&self) -> Option<[usize; 3]> {
+        let [c, ..] = self.layout.channels;
+        let [h, w] = self.layout.image;
+        (self.layout.conv > 0).then_some([usize::from(c), usize::from(h), usize::from(w)])
+    }
+
+    /// Shape of convolutional layer `i` (`None` if `i >= num_conv()`).
+    ///
+    /// ```
+    /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
+    /// let model = laq_runtime::Model::new_checked(bytes)?;
+    /// let first = model.conv_layer(0).unwrap();
+    /// assert_eq!((first.in_channels, first.out_channels), (1, 2));
+    /// assert_eq!((first.in_height, first.in_width), (4, 4));
+    /// assert_eq!(model.conv_layer(2), None);
+    /// # Ok::<(), laq_runtime::Error>(())
+    /// ```
+    pub fn conv_layer(&self, i: usize) -> Option<ConvInfo> {
+        if i >= self.num_conv() {
+            return None;
+        }
+        let [h, w] = self.layout.image;
+        match self.layout.channels.get(i..) {
+            Some(&[cin, cout, ..]) => Some(ConvInfo {
+                in_channels: usize::from(cin),
+                out_channels: usize::from(cout),
+                in_height: usize::from(h >> i),
+                in_width: usize::from(w >> i),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Multiply-accumulates per evaluation: `sum_i in_i * out_i` over the linear
+    /// layers, plus `(H_i / 2) * (W_i / 2) * out_i * 16 * in_i` over the convolutions.
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
+    /// # let image = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
     /// let model = laq_runtime::Model::new_checked(bytes)?;
     /// assert_eq!(model.macs(), 2 * 4 + 4 * 3);
+    /// let model = laq_runtime::Model::new_checked(image)?;
+    /// assert_eq!(model.macs(), 2 * 2 * 2 * 16 + 1 * 1 * 3 * 32 + 3 * 2);
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn macs(&self) -> usize {
-        (0..self.num_layers())
+        let dense = (0..self.num_layers())
             .filter_map(|i| self.layer(i))
             .fold(0usize, |acc, l| {
                 acc.saturating_add(l.inputs.saturating_mul(l.outputs))
+            });
+        (0..self.num_conv())
+            .filter_map(|i| self.conv_layer(i))
+            .fold(dense, |acc, c| {
+                let pixels = (c.in_height / 2) * (c.in_width / 2);
+                let per_pixel = c.out_channels * KERNEL * KERNEL * c.in_channels;
+                acc.saturating_add(pixels.saturating_mul(per_pixel))
             })
     }
 
     /// The scratch length (in f32s) every method of this model needs:
-    /// `input_dim + max_i(in_i + out_i)`.
+    /// `input_dim + max_i(in_i + out_i)` for a fully connected model. An image model
+    /// adds the largest convolution patch, `16 * C_i` over the convolutions' inputs,
+    /// and its consecutive feature maps join the chain (the image itself is read from
+    /// the state, not copied): `input_dim + max_i 16 C_i + max(M_1 + M_2, ...,
+    /// M_n + out_0, ..., in_i + out_i)` with `M_i` the size of the `i`-th feature map.
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
+    /// # let image = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
     /// let model = laq_runtime::Model::new_checked(bytes)?;
     /// assert_eq!(model.scratch_len(), 2 + (4 + 3));
+    /// // 1x4x4 image, convolutions to 2x2x2 (8 values) and 1x1x3, then 3 -> 2.
+    /// let model = laq_runtime::Model::new_checked(image)?;
+    /// assert_eq!(model.scratch_len(), 16 + 16 * 2 + (8 + 3));
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn scratch_len(&self) -> usize {
-        (self.layout.input_dim() as usize).saturating_add(self.layout.act_len as usize)
+        (self.layout.input_dim() as usize)
+            .saturating_add(self.layout.patch as usize)
+            .saturating_add(self.layout.act_len as usize)
     }
 
     /// Whether every f32 weight matrix is 4-aligned, i.e. read through the `&[f32]`
@@ -919,6 +1227,7 @@ impl<'a> Model<'a> {
     pub fn is_aligned(&self) -> bool {
         (0..self.num_layers())
             .all(|i| self.layout.int8 & (1 << i) != 0 || self.f32s(weight_slot(i)).is_aligned())
+            && (0..self.num_conv()).all(|i| self.f32s(conv_weight_slot(i)).is_aligned())
     }
 
     /// Whether the file has a density gate.
@@ -965,16 +1274,24 @@ impl<'a> Model<'a> {
         Ok(())
     }
 
-    /// Runs the MLP; returns the last layer's outputs (inside `scratch`).
+    /// Runs the network; returns the last layer's outputs (inside `scratch`).
     fn forward<'s>(&self, state: &[f32], scratch: &'s mut [f32]) -> Result<&'s [f32], Error> {
         self.check_state(state)?;
         let need = self.layout.act_len as usize;
-        let buf = scratch.get_mut(..need).ok_or(Error::BufferTooSmall)?;
+        // The patch buffer is empty without convolutions.
+        let (patch, rest) = scratch
+            .split_at_mut_checked(self.layout.patch as usize)
+            .ok_or(Error::BufferTooSmall)?;
+        let buf = rest.get_mut(..need).ok_or(Error::BufferTooSmall)?;
 
-        let mean = self.bytes(SLOT_INPUT_MEAN);
-        let scale = self.bytes(SLOT_INPUT_SCALE);
-        for (j, (x, s)) in buf.iter_mut().zip(state).enumerate() {
-            *x = (s - le_at(mean, j)) * le_at(scale, j);
+        if self.layout.conv > 0 {
+            self.encode(state, patch, buf)?;
+        } else {
+            let mean = self.bytes(SLOT_INPUT_MEAN);
+            let scale = self.bytes(SLOT_INPUT_SCALE);
+            for (j, (x, s)) in buf.iter_mut().zip(state).enumerate() {
+                *x = (s - le_at(mean, j)) * le_at(scale, j);
+            }
         }
 
         let layers = self.num_layers();
@@ -1017,6 +1334,79 @@ impl<'a> Model<'a> {
             front = !front;
         }
         buf.get(out).ok_or(Error::BufferTooSmall)
+    }
+
+    /// Runs the convolutions on the image `state` (`[C, H, W]`, raw values), leaving
+    /// the flattened last feature map (`[H', W', C']`) at the front of `buf`, where the
+    /// linear layers read their input.
+    ///
+    /// Each output pixel's 4x4 input patch is gathered into `patch` (ordered row,
+    /// column, channel, zero outside the image; the first layer standardises the raw
+    /// values as it gathers them), then one matrix-vector product with the layer's
+    /// `[out, 16 * in]` weights gives that pixel's channels: the linear layers' kernel
+    /// serves the convolutions too.
+    #[inline(never)]
+    fn encode(&self, state: &[f32], patch: &mut [f32], buf: &mut [f32]) -> Result<(), Error> {
+        let n = usize::from(self.layout.conv);
+        let need = buf.len();
+        let mean = self.bytes(SLOT_INPUT_MEAN);
+        let scale = self.bytes(SLOT_INPUT_SCALE);
+        let [h, w] = self.layout.image;
+        let (mut h, mut w) = (usize::from(h), usize::from(w));
+        for (i, pair) in self.layout.channels.windows(2).enumerate().take(n) {
+            let (cin, cout) = match pair {
+                &[cin, cout] => (usize::from(cin), usize::from(cout)),
+                _ => (0, 0),
+            };
+            let (ho, wo) = (h / 2, w / 2);
+            let out_len = ho * wo * cout;
+            // The first layer reads the state; each later one the previous map, at the
+            // other end of `buf`. Outputs alternate ends so that the last is at the front.
+            let in_len = if i == 0 { 0 } else { h * w * cin };
+            let (src, dst) = if (n - 1 - i) % 2 == 0 {
+                let split = need.checked_sub(in_len).ok_or(Error::BufferTooSmall)?;
+                let (lo, hi) = buf
+                    .split_at_mut_checked(split)
+                    .ok_or(Error::BufferTooSmall)?;
+                (&*hi, lo.get_mut(..out_len).ok_or(Error::BufferTooSmall)?)
+            } else {
+                let (lo, hi) = buf
+                    .split_at_mut_checked(in_len)
+                    .ok_or(Error::BufferTooSmall)?;
+                let start = hi.len().checked_sub(out_len).ok_or(Error::BufferTooSmall)?;
+                (&*lo, hi.get_mut(start..).ok_or(Error::BufferTooSmall)?)
+            };
+            let patch = patch
+                .get_mut(..KERNEL * KERNEL * cin)
+                .ok_or(Error::BufferTooSmall)?;
+            let weights = Weights::F32(self.f32s(conv_weight_slot(i)));
+            let bias = self.bytes(conv_bias_slot(i));
+            let plane = h * w;
+            for (p, out) in dst.chunks_exact_mut(cout.max(1)).enumerate() {
+                let (oy, ox) = (p / wo.max(1), p % wo.max(1));
+                for (k, cell) in patch.chunks_exact_mut(cin.max(1)).enumerate() {
+                    // Kernel row and column `k / 4`, `k % 4` over the input pixel
+                    // (2 oy + ky - 1, 2 ox + kx - 1); padding wraps to out of range.
+                    let y = (2 * oy + k / KERNEL).wrapping_sub(1);
+                    let x = (2 * ox + k % KERNEL).wrapping_sub(1);
+                    let inside = y < h && x < w;
+                    let pixel = if inside { y * w + x } else { 0 };
+                    for (c, v) in cell.iter_mut().enumerate() {
+                        *v = match (inside, i) {
+                            (false, _) => 0.0,
+                            (true, 0) => {
+                                let s = state.get(c * plane + pixel).copied().unwrap_or(0.0);
+                                (s - le_at(mean, c)) * le_at(scale, c)
+                            }
+                            (true, _) => src.get(pixel * cin + c).copied().unwrap_or(0.0),
+                        };
+                    }
+                }
+                linear(weights, bias, patch, out, true);
+            }
+            (h, w) = (ho, wo);
+        }
+        Ok(())
     }
 
     /// Evaluates the model: `V(s)`, the last layer's outputs and (for [`Head::MaxQ`])
@@ -1182,5 +1572,36 @@ impl<'a> Model<'a> {
             log_density,
             in_distribution,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_shape;
+
+    #[test]
+    fn input_shapes() {
+        assert_eq!(parse_shape(b"[3,32,32]"), Some([3, 32, 32]));
+        assert_eq!(parse_shape(b"[1,1,99999999999999]"), Some([1, 1, u32::MAX]));
+        assert_eq!(parse_shape(b"[ 1 , 4,16 ]"), Some([1, 4, 16]));
+        for bad in [
+            &b"3,32,32"[..],
+            b"[3,32]",
+            b"[3,32,32,1]",
+            b"[3,,32]",
+            b"[,3,32,32]",
+            b"[3,32,32,]",
+            b"[3,3 2,32]",
+            b"[3,-2,32]",
+            b"[3,2.0,32]",
+            b"[]",
+        ] {
+            assert_eq!(
+                parse_shape(bad),
+                None,
+                "{}",
+                std::string::String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

@@ -362,8 +362,13 @@ fn wrong_format_or_version() {
         Error::UnsupportedFormat
     );
     assert_eq!(
-        err(&base().meta("version", "2").to_bytes()),
+        err(&base().meta("version", "3").to_bytes()),
         Error::UnsupportedFormat
+    );
+    // Version 2 is the image format: without its metadata the file is incomplete.
+    assert_eq!(
+        err(&base().meta("version", "2").to_bytes()),
+        Error::InvalidMetadata
     );
     assert_eq!(
         err(&base().without_meta("format").to_bytes()),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{mlp, with_gate, Placed, Tensor};
+use common::{conv, mlp, with_gate, Placed, Tensor};
 use laq_runtime::{Candidate, Error, Model};
 use proptest::prelude::*;
 
@@ -12,6 +12,18 @@ fn valid_file() -> Vec<u8> {
         .tensor(Tensor::i8("layers.1.weight", &[5, 6], &[7; 30]))
         .tensor(Tensor::f32("layers.1.scale", &[5], &[0.01; 5]))
         .to_bytes()
+}
+
+/// An image model (two convolutions) with a density gate over two pixels.
+fn valid_conv_file() -> Vec<u8> {
+    with_gate(
+        conv([2, 4, 4], &[3, 2], &[4, 3], "max_q", 5),
+        32,
+        2,
+        Some(&[0, 31]),
+        "-9",
+    )
+    .to_bytes()
 }
 
 /// Loads and, if accepted, exercises every evaluation entry point.
@@ -94,6 +106,24 @@ proptest! {
     }
 
     #[test]
+    fn conv_mutations_never_panic(mutations in proptest::collection::vec(mutation(), 1..6), shift in 0usize..4) {
+        let mut bytes = valid_conv_file();
+        for m in &mutations {
+            apply(&mut bytes, m);
+        }
+        let placed = Placed::new(&bytes, shift);
+        exercise(placed.bytes());
+    }
+
+    #[test]
+    fn conv_header_mutations_never_panic(i in 8usize..700, b in any::<u8>()) {
+        let mut bytes = valid_conv_file();
+        let idx = i % bytes.len();
+        bytes[idx] = b;
+        exercise(&bytes);
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
         exercise(&bytes);
     }
@@ -103,4 +133,6 @@ proptest! {
 fn the_unmutated_file_is_valid() {
     let bytes = valid_file();
     assert!(Model::new_checked(&bytes).is_ok());
+    let bytes = valid_conv_file();
+    assert_eq!(Model::new_checked(&bytes).map(|m| m.num_conv()), Ok(2));
 }

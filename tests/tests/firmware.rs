@@ -184,8 +184,8 @@ fn grid_guide_runs_in_qemu() {
         "{out}"
     );
 
-    // Instruction counts need -icount; the run also checks the int8, one_norm/density
-    // and unaligned paths on the target against the host.
+    // Instruction counts need -icount; the run also checks the int8, one_norm/density,
+    // unaligned and image-model (convolution) paths on the target against the host.
     let (ok, out) = run_qemu(
         &bin.join("bench_mcu"),
         &["-icount", "shift=0"],
@@ -193,6 +193,10 @@ fn grid_guide_runs_in_qemu() {
     );
     println!("{out}");
     assert!(ok, "bench_mcu exited with failure:\n{out}");
+    assert!(
+        out.contains("image model (3x32x32, convolutions 16-32-32, 512-128-8) matches the host exactly: true"),
+        "{out}"
+    );
     assert!(out.contains("bench_mcu: PASS"), "{out}");
 }
 

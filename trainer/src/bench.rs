@@ -286,6 +286,7 @@ fn random_model(dims: &[usize], rng: &mut ChaCha8Rng) -> ValueModel {
     ValueModel {
         mean: random(rng, dims[0]),
         scale: vec![1.0; dims[0]],
+        conv: None,
         layers,
         head: Head::MaxQ,
         gamma: 0.99,

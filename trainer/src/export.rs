@@ -1,7 +1,7 @@
 //! Writing V as the runtime's model format (`docs/model-format.md`) and reading it back
 //! into candle, so tests can compare the runtime against the trainer on the same file.
 
-use crate::qlearn::QNetwork;
+use crate::qlearn::{QModel, QNetwork};
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use safetensors::tensor::TensorView;
@@ -10,7 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 pub const FORMAT: &str = "laq-value";
+/// The version of fully connected models.
 pub const VERSION: &str = "1";
+/// The version of image models (convolutions before the linear layers).
+pub const CONV_VERSION: &str = "2";
 
 /// How the last layer's outputs become V.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,12 +42,37 @@ pub struct Layer {
     pub bias: Vec<f32>,
 }
 
+/// The convolutions of an image model, in front of its linear layers: 4x4 kernels,
+/// stride 2, one pixel of zero padding, ReLU after each, on channels-last maps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvLayers {
+    /// `[C, H, W]` of the input image.
+    pub input_shape: [usize; 3],
+    /// Weights `[out, 16 * in]`, each row's patch ordered (row, column, channel), and
+    /// biases (`in_dim` is `16 * in`).
+    pub layers: Vec<Layer>,
+}
+
+impl ConvLayers {
+    /// Height, width and channels of the last feature map, which the linear layers read
+    /// flattened in (row, column, channel) order.
+    pub fn out_shape(&self) -> (usize, usize, usize) {
+        let [c, h, w] = self.input_shape;
+        let n = self.layers.len();
+        let channels = self.layers.last().map_or(c, |l| l.out_dim);
+        (h >> n, w >> n, channels)
+    }
+}
+
 /// A value function as exported.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueModel {
+    /// Subtracted from each input (from each channel of an image).
     pub mean: Vec<f32>,
-    /// 1 / std of each input.
+    /// 1 / std of each input (of each channel of an image).
     pub scale: Vec<f32>,
+    /// The convolutions of an image model (`None`: fully connected).
+    pub conv: Option<ConvLayers>,
     pub layers: Vec<Layer>,
     pub head: Head,
     pub gamma: f64,
@@ -55,28 +83,54 @@ pub struct ValueModel {
 }
 
 impl ValueModel {
-    /// The fully connected Q-network as the runtime's model; convolutional ones are refused
-    /// (the format has linear layers only; `QNetwork::save` writes those for the trainer).
+    /// The Q-network as the runtime's model (V = max over its outputs): fully connected,
+    /// or convolutional (version 2 of the format). BCQ's V also depends on its imitation
+    /// network, which the format cannot hold: such networks are refused (the trainer
+    /// fits a network to their V instead).
     pub fn from_qnetwork(q: &QNetwork, gamma: f64, info: BTreeMap<String, String>) -> Result<Self> {
-        let Some(mlp) = q.net.as_mlp() else {
+        if q.imitation.is_some() {
             bail!(
-                "a convolutional Q-network cannot be exported as `{FORMAT}` (linear layers only); \
-                 it is saved as a trainer-only `qnet.safetensors`"
+                "BCQ's V is a max over the actions its imitation network allows, which \
+                 `{FORMAT}` cannot express: fit a network to its V first"
             );
+        }
+        let host = |m: &crate::nn::Mlp| -> Result<Vec<Layer>> {
+            Ok(m.to_host()?
+                .into_iter()
+                .map(|(dims, weight, bias)| Layer {
+                    out_dim: dims[0],
+                    in_dim: dims[1],
+                    weight,
+                    bias,
+                })
+                .collect())
         };
-        let layers = mlp
-            .to_host()?
-            .into_iter()
-            .map(|(dims, weight, bias)| Layer {
-                out_dim: dims[0],
-                in_dim: dims[1],
-                weight,
-                bias,
-            })
-            .collect();
+        let (conv, layers) = match &q.net {
+            QModel::Mlp(m) => (None, host(m)?),
+            QModel::Conv(c) => {
+                let mut conv = vec![];
+                let mut tensors = c.encoder.tensors().into_iter();
+                while let (Some((_, w)), Some((_, b))) = (tensors.next(), tensors.next()) {
+                    let (out_dim, in_dim) = w.dims2()?;
+                    conv.push(Layer {
+                        out_dim,
+                        in_dim,
+                        weight: w.flatten_all()?.to_vec1()?,
+                        bias: b.to_vec1()?,
+                    });
+                }
+                let shape = [c.shape.c, c.shape.h, c.shape.w];
+                let layers = ConvLayers {
+                    input_shape: shape,
+                    layers: conv,
+                };
+                (Some(layers), host(&c.head)?)
+            }
+        };
         Ok(ValueModel {
             mean: q.mean.clone(),
             scale: q.std.iter().map(|s| 1.0 / s).collect(),
+            conv,
             layers,
             head: Head::MaxQ,
             gamma,
@@ -85,8 +139,12 @@ impl ValueModel {
         })
     }
 
+    /// Values per state: `C * H * W` for an image model.
     pub fn input_dim(&self) -> usize {
-        self.mean.len()
+        match &self.conv {
+            Some(c) => c.input_shape.iter().product(),
+            None => self.mean.len(),
+        }
     }
 
     pub fn num_outputs(&self) -> usize {
@@ -101,7 +159,14 @@ impl ValueModel {
             meta.insert(k.clone(), v.clone());
         }
         meta.insert("format".into(), FORMAT.into());
-        meta.insert("version".into(), VERSION.into());
+        match &self.conv {
+            None => meta.insert("version".into(), VERSION.into()),
+            Some(c) => {
+                meta.insert("input_shape".into(), serde_json::to_string(&c.input_shape)?);
+                meta.insert("num_conv".into(), c.layers.len().to_string());
+                meta.insert("version".into(), CONV_VERSION.into())
+            }
+        };
         meta.insert("input_dim".into(), self.input_dim().to_string());
         meta.insert("num_layers".into(), self.layers.len().to_string());
         meta.insert("activation".into(), "relu".into());
@@ -109,9 +174,24 @@ impl ValueModel {
         meta.insert("gamma".into(), format!("{}", self.gamma as f32));
         let mut buffers: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = vec![];
         let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        let d = self.input_dim();
+        let d = self.mean.len();
         buffers.push(("input.mean".into(), Dtype::F32, vec![d], f32s(&self.mean)));
         buffers.push(("input.scale".into(), Dtype::F32, vec![d], f32s(&self.scale)));
+        // Convolutions stay f32 under `int8`: the runtime reads them as f32 only.
+        for (i, l) in self.conv.iter().flat_map(|c| c.layers.iter()).enumerate() {
+            buffers.push((
+                format!("conv.{i}.weight"),
+                Dtype::F32,
+                vec![l.out_dim, l.in_dim],
+                f32s(&l.weight),
+            ));
+            buffers.push((
+                format!("conv.{i}.bias"),
+                Dtype::F32,
+                vec![l.out_dim],
+                f32s(&l.bias),
+            ));
+        }
         for (i, l) in self.layers.iter().enumerate() {
             let shape = vec![l.out_dim, l.in_dim];
             if int8 && !self.keep_f32.contains(&i) {
@@ -169,9 +249,11 @@ impl ValueModel {
         let (_, header) = safetensors::SafeTensors::read_metadata(bytes)?;
         let meta = header.metadata().clone().unwrap_or_default();
         let get = |k: &str| meta.get(k).with_context(|| format!("metadata lacks `{k}`"));
-        if get("format")? != FORMAT || get("version")? != VERSION {
-            bail!("not a `{FORMAT}` version {VERSION} model");
-        }
+        let image = match (get("format")?.as_str(), get("version")?.as_str()) {
+            (FORMAT, VERSION) => false,
+            (FORMAT, CONV_VERSION) => true,
+            _ => bail!("not a `{FORMAT}` version {VERSION} or {CONV_VERSION} model"),
+        };
         let head = match get("head")?.as_str() {
             "max_q" => Head::MaxQ,
             "one_norm" => Head::OneNorm,
@@ -200,6 +282,37 @@ impl ValueModel {
         };
         let (_, mean) = f32_of("input.mean")?;
         let (_, scale) = f32_of("input.scale")?;
+        let conv = if image {
+            let shape: Vec<usize> = serde_json::from_str(get("input_shape")?)
+                .context("bad `input_shape` (expected [C, H, W])")?;
+            let input_shape: [usize; 3] = shape
+                .try_into()
+                .map_err(|s| anyhow::anyhow!("`input_shape` {s:?} is not [C, H, W]"))?;
+            let n: usize = get("num_conv")?.parse().context("bad `num_conv`")?;
+            let layers = (0..n)
+                .map(|i| {
+                    let (shape, weight) = f32_of(&format!("conv.{i}.weight"))?;
+                    let [out_dim, in_dim] = shape[..] else {
+                        bail!(
+                            "tensor `conv.{i}.weight` has shape {shape:?}, expected [out, 16 * in]"
+                        );
+                    };
+                    let (_, bias) = f32_of(&format!("conv.{i}.bias"))?;
+                    Ok(Layer {
+                        out_dim,
+                        in_dim,
+                        weight,
+                        bias,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Some(ConvLayers {
+                input_shape,
+                layers,
+            })
+        } else {
+            None
+        };
         let mut layers = vec![];
         let mut f32_layers = vec![];
         let mut any_i8 = false;
@@ -247,6 +360,8 @@ impl ValueModel {
                     "activation",
                     "head",
                     "gamma",
+                    "input_shape",
+                    "num_conv",
                 ]
                 .contains(&k.as_str())
             })
@@ -255,6 +370,7 @@ impl ValueModel {
         Ok(ValueModel {
             mean,
             scale,
+            conv,
             layers,
             head,
             gamma,
@@ -263,16 +379,42 @@ impl ValueModel {
         })
     }
 
+    /// The first linear layer's inputs `[n, in_0]` for raw states `[n * D]`: the
+    /// standardised states, or for an image model (states `[C, H, W]`) the flattened
+    /// last feature map, computed with candle's `conv2d`.
+    pub fn features(&self, states: &[f32], device: &Device) -> Result<Tensor> {
+        let d = self.input_dim();
+        let n = states.len() / d.max(1);
+        let Some(conv) = &self.conv else {
+            let mean = Tensor::from_slice(&self.mean, (1, d), device)?;
+            let scale = Tensor::from_slice(&self.scale, (1, d), device)?;
+            return Ok(Tensor::from_slice(states, (n, d), device)?
+                .broadcast_sub(&mean)?
+                .broadcast_mul(&scale)?);
+        };
+        let [c, h, w] = conv.input_shape;
+        let mean = Tensor::from_slice(&self.mean, (1, c, 1, 1), device)?;
+        let scale = Tensor::from_slice(&self.scale, (1, c, 1, 1), device)?;
+        let mut x = Tensor::from_slice(states, (n, c, h, w), device)?
+            .broadcast_sub(&mean)?
+            .broadcast_mul(&scale)?;
+        for l in &conv.layers {
+            let cin = l.in_dim / 16;
+            // Rows are ordered (row, column, channel); candle's kernels [out, in, 4, 4].
+            let k = Tensor::from_slice(&l.weight, (l.out_dim, 4, 4, cin), device)?
+                .permute((0, 3, 1, 2))?
+                .contiguous()?;
+            let b = Tensor::from_slice(&l.bias, (1, l.out_dim, 1, 1), device)?;
+            x = x.conv2d(&k, 1, 2, 1, 1)?.broadcast_add(&b)?.relu()?;
+        }
+        // [n, C', H', W'] to the runtime's (row, column, channel) order.
+        Ok(x.permute((0, 2, 3, 1))?.contiguous()?.reshape((n, ()))?)
+    }
+
     /// V of raw states `[n * D]`, computed with candle (the trainer's side of the
     /// host-parity check).
     pub fn values_candle(&self, states: &[f32], device: &Device) -> Result<Vec<f32>> {
-        let d = self.input_dim();
-        let n = states.len() / d;
-        let mean = Tensor::from_slice(&self.mean, (1, d), device)?;
-        let scale = Tensor::from_slice(&self.scale, (1, d), device)?;
-        let mut h = Tensor::from_slice(states, (n, d), device)?
-            .broadcast_sub(&mean)?
-            .broadcast_mul(&scale)?;
+        let mut h = self.features(states, device)?;
         let last = self.layers.len() - 1;
         for (i, l) in self.layers.iter().enumerate() {
             let w = Tensor::from_slice(&l.weight, (l.out_dim, l.in_dim), device)?;
@@ -329,6 +471,7 @@ mod tests {
         ValueModel {
             mean: vec![1.0, 2.0],
             scale: vec![0.5, 0.25],
+            conv: None,
             layers: vec![
                 Layer {
                     out_dim: 3,

@@ -151,10 +151,7 @@ fn value_heatmap(data: &Dataset, tr: &Trained) -> Result<Heatmap> {
             states.extend([centre(0, rows, r), centre(1, cols, c)]);
         }
     }
-    let Some(model) = &tr.model else {
-        anyhow::bail!("no value model to draw");
-    };
-    let v = model.values_candle(&states, &Device::Cpu)?;
+    let v = tr.model.values_candle(&states, &Device::Cpu)?;
     let values = v
         .iter()
         .zip(&seen)
@@ -190,14 +187,8 @@ fn value_along_episodes(data: &Dataset, tr: &Trained) -> Result<Option<LinePlot>
     let mut p = LinePlot::new("V along episodes", "step", "V(s)");
     for (e, range) in episodes.iter().enumerate() {
         let idx: Vec<usize> = range.clone().collect();
-        let v = match (&tr.model, &tr.qnet) {
-            (Some(m), _) => {
-                let states: Vec<f32> = idx.iter().flat_map(|&i| data.obs_row(i).to_vec()).collect();
-                m.values_candle(&states, &Device::Cpu)?
-            }
-            (None, Some(q)) => q.values_of(data, &idx, &q.device()?)?,
-            (None, None) => return Ok(None),
-        };
+        let states: Vec<f32> = idx.iter().flat_map(|&i| data.obs_row(i).to_vec()).collect();
+        let v = tr.model.values_candle(&states, &Device::Cpu)?;
         let x: Vec<f64> = (0..v.len()).map(|i| i as f64).collect();
         p = p.series(Series::new(
             format!("episode {e}"),
@@ -230,20 +221,22 @@ pub fn report(
         metrics["q"].as_str().unwrap_or("?"),
         cfg.seed
     );
-    if let Some(m) = &tr.model {
-        let _ = writeln!(
-            s,
-            "The model is `value.safetensors` ({} -> {}, head `{}`); evaluate it with `laq predict` or the runtime crate, describe it with `laq inspect`.\n",
-            m.input_dim(),
-            m.num_outputs(),
-            m.head.name()
-        );
-    } else if tr.qnet.is_some() {
-        let _ = writeln!(
-            s,
-            "The model is the convolutional Q-network `qnet.safetensors`; evaluate it with `laq predict`.\n"
-        );
-    }
+    let m = &tr.model;
+    let conv = match &m.conv {
+        Some(c) => format!(
+            ", {} convolutions on {:?} images",
+            c.layers.len(),
+            c.input_shape
+        ),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "The model is `value.safetensors` ({} -> {}{conv}, head `{}`); evaluate it with `laq predict` or the runtime crate, describe it with `laq inspect`.\n",
+        m.input_dim(),
+        m.num_outputs(),
+        m.head.name()
+    );
     let _ = writeln!(s, "## Figures\n");
     for (file, caption) in figures {
         let _ = writeln!(s, "{caption}:\n\n![{caption}]({file})\n");

@@ -829,10 +829,7 @@ pub fn train_single_action_model(
         ..TrainConfig::continuous()
     };
     let trained = train::train(&data, &cfg, device)?;
-    trained
-        .model
-        .context("the maze model has no runtime export")?
-        .to_bytes(false)
+    trained.model.to_bytes(false)
 }
 
 #[cfg(test)]
@@ -989,6 +986,7 @@ mod tests {
         ValueModel {
             mean: vec![1.5, 1.5, 0.0, 0.0],
             scale: vec![1.0; 4],
+            conv: None,
             layers: vec![
                 Layer {
                     out_dim: 4,

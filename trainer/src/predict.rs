@@ -5,27 +5,29 @@ use crate::data::Dataset;
 use anyhow::{Context, Result};
 use std::path::Path;
 
-/// V of every observation, through the runtime.
+/// V of every observation, through the runtime. Image observations (`[C, H, W]`) go to
+/// the runtime as stored: raw values, channel planes one after the other, which is the
+/// state layout of image models.
 pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
-    let sibling = model_path.with_file_name(crate::train::QNET_FILE);
-    if !model_path.exists() && sibling.exists() {
-        anyhow::bail!(
-            "{} does not exist; its run directory holds {} instead: {}",
-            model_path.display(),
-            crate::train::QNET_FILE,
-            NO_CONV
-        );
-    }
     let bytes = std::fs::read(model_path)
         .with_context(|| format!("cannot read {}", model_path.display()))?;
     if crate::qlearn::is_qnet_file(&bytes) {
-        anyhow::bail!("{} is {}", model_path.display(), NO_CONV);
+        anyhow::bail!("{} is {}", model_path.display(), QNET);
     }
     let owned = laq_runtime::OwnedModel::from_vec(bytes)
         .map_err(|e| anyhow::anyhow!("{}: not a valid model: {e}", model_path.display()))?;
     let model = owned.model();
     let d = data.obs_dim();
-    if model.input_dim() != d {
+    if let Some([c, h, w]) = model.input_shape() {
+        if data.obs_shape != [c, h, w] {
+            anyhow::bail!(
+                "{} takes images of shape [{c}, {h}, {w}] (C, H, W), but the dataset's \
+                 observations have shape {:?}",
+                model_path.display(),
+                data.obs_shape
+            );
+        }
+    } else if model.input_dim() != d {
         anyhow::bail!(
             "{} expects states of {} values, but the dataset's observations have {d} (shape {:?})",
             model_path.display(),
@@ -43,9 +45,8 @@ pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
         .collect()
 }
 
-const NO_CONV: &str = "a trainer-only convolutional Q-network (a run on image observations); \
-    `laq predict` scores models through the runtime, whose format has no convolutions yet, \
-    so it cannot score this model";
+const QNET: &str = "a trainer-only Q-network file (`laq-qnet`, from `QNetwork::save`), which \
+    the runtime does not read; `laq predict` scores a run's `value.safetensors`";
 
 /// Writes `index,obs_0..obs_{D-1},value` rows; returns the number of rows.
 pub fn predict_csv(model: &Path, data: &Path, out: &Path) -> Result<usize> {

@@ -381,7 +381,8 @@ pub struct QNetwork {
 /// Rows per forward pass when scoring many states with a convolutional network.
 const SCORE_CHUNK: usize = 256;
 
-/// The trainer-only file format of Q-networks the runtime cannot evaluate (convolutional).
+/// The trainer-only file format of whole Q-networks (BCQ's imitation network included),
+/// which the runtime does not read.
 pub const QNET_FORMAT: &str = "laq-qnet";
 pub const QNET_VERSION: &str = "1";
 
@@ -1062,6 +1063,80 @@ pub fn fit(
         },
         max_err,
     ))
+}
+
+/// Rows per minibatch when fitting a convolutional network.
+const FIT_BATCH: usize = 64;
+
+/// Fits a convolutional network with one output to `net`'s V on the observations `idx`
+/// of `data` (images), for export: BCQ's V is a max over the actions its imitation
+/// network allows, which the format's max-Q head cannot express, so V itself is fitted.
+/// The fitted network has `net`'s input standardisation, `channels` in its encoder and
+/// `cfg.hidden` after it; minibatch Adam (the learning rate drops x0.1 for the last
+/// third). Returns the network and its largest absolute error on those observations.
+pub fn fit_image(
+    net: &QNetwork,
+    data: &Dataset,
+    idx: &[usize],
+    channels: &[usize],
+    cfg: &DistillConfig,
+    seed: u64,
+    device: &Device,
+) -> Result<(QNetwork, f64)> {
+    if idx.is_empty() {
+        bail!("fitting V needs at least one observation");
+    }
+    let shape = ImageShape::new(&data.obs_shape, channels.len())?;
+    let target = net.values_of(data, idx, device)?;
+    let norm = ChannelNorm::new(net.mean.clone(), net.std.clone());
+    let d = shape.len();
+    let (vm, vb) = nn::new_varmap(device);
+    let model = QModel::new(vb, d, Some((shape, channels)), &cfg.hidden, 1)?;
+    nn::init_vars(&vm, seed ^ 0x6669_7469)?;
+    let mut opt = Adam::new(&vm, cfg.lr, 0.0)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6669_7462);
+    let bs = FIT_BATCH.min(idx.len());
+    let (mut x, mut y) = (vec![0f32; bs * d], vec![0f32; bs]);
+    let mut curve = vec![];
+    let bar = progress::bar(cfg.steps as u64, "fitting V for export");
+    for step in 0..cfg.steps {
+        opt.lr = cfg.lr * if step * 3 >= cfg.steps * 2 { 0.1 } else { 1.0 };
+        for j in 0..bs {
+            let k = rng.random_range(0..idx.len());
+            norm.fill(
+                &data.observations,
+                idx[k],
+                shape,
+                &mut x[j * d..(j + 1) * d],
+            );
+            y[j] = target[k];
+        }
+        let xt = Tensor::from_slice(&x, (bs, d), device)?;
+        let yt = Tensor::from_slice(&y, (bs, 1), device)?;
+        let loss = (model.forward(&xt)? - &yt)?.sqr()?.mean_all()?;
+        if (step + 1) % (cfg.steps / 10).max(1) == 0 {
+            curve.push(loss.to_scalar::<f32>()?);
+        }
+        opt.backward_step(&loss)?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let fitted = QNetwork {
+        net: model,
+        mean: net.mean.clone(),
+        std: net.std.clone(),
+        obs_shape: data.obs_shape.clone(),
+        loss_curve: curve,
+        imitation: None,
+        checkpoints: vec![],
+    };
+    let pred = fitted.values_of(data, idx, device)?;
+    let max_err = pred
+        .iter()
+        .zip(&target)
+        .map(|(p, t)| (p - t).abs() as f64)
+        .fold(0.0, f64::max);
+    Ok((fitted, max_err))
 }
 
 #[cfg(test)]

@@ -92,16 +92,22 @@ pub fn calibrate_int8(
     }
     let states = distinct_rows(calibration, d, cfg.max_states);
     let n = states.len() / d;
-    let x: Vec<f32> = states
-        .chunks_exact(d)
-        .flat_map(|s| {
-            s.iter()
-                .zip(&model.mean)
-                .zip(&model.scale)
-                .map(|((v, m), k)| (v - m) * k)
-        })
-        .collect();
-    let x = Tensor::from_vec(x, (n, d), device)?;
+    // The linear layers' inputs; an image model's convolutions stay f32 and fixed.
+    let x = match &model.conv {
+        Some(_) => model.features(&states, device)?,
+        None => {
+            let x: Vec<f32> = states
+                .chunks_exact(d)
+                .flat_map(|s| {
+                    s.iter()
+                        .zip(&model.mean)
+                        .zip(&model.scale)
+                        .map(|((v, m), k)| (v - m) * k)
+                })
+                .collect();
+            Tensor::from_vec(x, (n, d), device)?
+        }
+    };
     let layers = model
         .layers
         .iter()

@@ -141,9 +141,8 @@ pub struct Trained {
     /// `Tabular` or `Dqn`: what `auto` resolved to.
     pub q_used: QKind,
     pub table: Option<Table>,
-    /// The runtime's model (`value.safetensors`); `None` for a convolutional Q-network,
-    /// which the format cannot hold.
-    pub model: Option<ValueModel>,
+    /// The runtime's model (`value.safetensors`).
+    pub model: ValueModel,
     /// The deep Q-network (DQN, BCQ, CQL), as trained.
     pub qnet: Option<QNetwork>,
     pub distill_max_abs_error: Option<f64>,
@@ -245,7 +244,7 @@ pub fn train_resumable(
                 labelled,
                 q_used,
                 table: Some(table),
-                model: Some(model),
+                model,
                 qnet: None,
                 distill_max_abs_error: Some(err),
                 q_loss: net.loss_curve,
@@ -264,31 +263,42 @@ pub fn train_resumable(
             )?;
             timings.push((format!("Q-learning ({name})"), t.elapsed().as_secs_f64()));
             info.insert("q".to_string(), name.to_string());
-            let (model, err) = if net.net.is_conv() {
-                (None, None)
-            } else if net.imitation.is_some() {
+            let (model, err) = if net.imitation.is_some() {
                 // BCQ's V is a max over the actions its imitation network allows, which
                 // the format's max-Q head cannot express: export V itself (one output),
-                // fitted on the data's states.
+                // fitted on the data's states by a network of the same kind.
                 let t = Instant::now();
-                let d = qdata.obs_dim();
                 let step = (qdata.len() / 20000).max(1);
-                let states: Vec<f32> = (0..qdata.len())
-                    .step_by(step)
-                    .flat_map(|i| qdata.obs_row(i).into_owned())
-                    .collect();
-                let v = net.values(&states, device)?;
-                let (fitted, err) = qlearn::fit(&states, d, &v, 1, &cfg.distill, cfg.seed, device)?;
-                timings.push(("export (fit MLP to V)".into(), t.elapsed().as_secs_f64()));
+                let (fitted, err, what) = if net.net.is_conv() {
+                    let idx: Vec<usize> = (0..qdata.len()).step_by(step).collect();
+                    let channels = &cfg.dqn.conv.channels;
+                    let (f, e) = qlearn::fit_image(
+                        &net,
+                        qdata,
+                        &idx,
+                        channels,
+                        &cfg.distill,
+                        cfg.seed,
+                        device,
+                    )?;
+                    (f, e, "export (fit conv net to V)")
+                } else {
+                    let d = qdata.obs_dim();
+                    let states: Vec<f32> = (0..qdata.len())
+                        .step_by(step)
+                        .flat_map(|i| qdata.obs_row(i).into_owned())
+                        .collect();
+                    let v = net.values(&states, device)?;
+                    let (f, e) = qlearn::fit(&states, d, &v, 1, &cfg.distill, cfg.seed, device)?;
+                    (f, e, "export (fit MLP to V)")
+                };
+                timings.push((what.into(), t.elapsed().as_secs_f64()));
                 (
-                    Some(ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?),
+                    ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?,
                     Some(err),
                 )
             } else {
-                (
-                    Some(ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?),
-                    None,
-                )
+                (ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?, None)
             };
             Trained {
                 labelled,
@@ -321,8 +331,6 @@ pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
 
 /// The runtime's model file in a run directory.
 pub const VALUE_FILE: &str = "value.safetensors";
-/// The trainer-only Q-network file of a run on images.
-pub const QNET_FILE: &str = "qnet.safetensors";
 
 fn q_name(q: QKind) -> &'static str {
     match q {
@@ -410,9 +418,8 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained) -> Value {
 
 /// Writes the run directory: `value.safetensors`, `labels.npy`, `metrics.json`,
 /// `config.toml`, `run.json` (data, fingerprint, versions), `summary.txt`, the figures
-/// (PNG) and `report.md`. Every file is written atomically. A convolutional Q-network
-/// (images) has no MLP export: the directory holds `qnet.safetensors` instead of
-/// `value.safetensors`.
+/// (PNG) and `report.md`. Every file is written atomically. An image model is a
+/// version 2 `value.safetensors` (convolutions before the linear layers).
 pub fn write_run(
     dir: &Path,
     data: &Dataset,
@@ -421,18 +428,11 @@ pub fn write_run(
     source: &str,
 ) -> Result<Value> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let format = match (&tr.model, &tr.qnet) {
-        (Some(m), _) => {
-            m.save(&dir.join(VALUE_FILE), false)?;
-            "laq-value 1"
-        }
-        (None, Some(q)) => {
-            let mut info = model_info(cfg);
-            info.insert("q".into(), q_name(tr.q_used).into());
-            q.save(&dir.join(QNET_FILE), cfg.dqn.gamma, &info)?;
-            "laq-qnet 1 (trainer only)"
-        }
-        (None, None) => anyhow::bail!("the run produced no model to write"),
+    tr.model.save(&dir.join(VALUE_FILE), false)?;
+    let format = if tr.model.conv.is_some() {
+        "laq-value 2"
+    } else {
+        "laq-value 1"
     };
     let labels: Vec<u8> = tr
         .labelled
@@ -498,24 +498,22 @@ fn summary(data: &Dataset, cfg: &TrainConfig, tr: &Trained, m: &Value, source: &
             "  export error       {e:.2e} (largest |fitted - learned| on the fitted states)\n"
         );
     }
-    match (&tr.model, &tr.qnet) {
-        (Some(model), _) => {
-            s += &format!(
-                "  model              {VALUE_FILE}: {} -> {} ({} layers, head {})\n",
-                model.input_dim(),
-                model.num_outputs(),
-                model.layers.len(),
-                model.head.name()
-            )
-        }
-        (None, Some(_)) => {
-            s += &format!(
-                "  model              {QNET_FILE}: convolutional Q-network, trainer only (the \
-                 runtime's format has no convolutions; no {VALUE_FILE} written)\n"
-            )
-        }
-        (None, None) => {}
-    }
+    let model = &tr.model;
+    let conv = match &model.conv {
+        Some(c) => format!(
+            "{} convolutions on {:?} images, then ",
+            c.layers.len(),
+            c.input_shape
+        ),
+        None => String::new(),
+    };
+    s += &format!(
+        "  model              {VALUE_FILE}: {} -> {} ({conv}{} layers, head {})\n",
+        model.input_dim(),
+        model.num_outputs(),
+        model.layers.len(),
+        model.head.name()
+    );
     for (k, v) in &tr.timings {
         s += &format!("  time {k:<28} {v:.2} s\n");
     }
@@ -542,7 +540,7 @@ mod tests {
         cfg.dqn.steps = 300;
         cfg.dqn.target_update = 50;
         cfg.distill.steps = 50;
-        let bytes = |t: &Trained| t.model.as_ref().unwrap().to_bytes(false).unwrap();
+        let bytes = |t: &Trained| t.model.to_bytes(false).unwrap();
         let reference = bytes(&train(&data, &cfg, &device).unwrap());
         let id = |cfg: &TrainConfig| {
             let mut m = serde_json::Map::new();
@@ -571,10 +569,10 @@ mod tests {
     }
 
     /// The convolutional path (image mining with screening restarts, then a convolutional
-    /// DQN) resumes exactly too, and its run directory holds the trainer-only Q-network
-    /// instead of the runtime's model.
+    /// DQN) resumes exactly too, and its run directory holds the runtime's image model,
+    /// which `laq predict` scores like the trained Q-network.
     #[test]
-    fn image_runs_resume_exactly_and_write_a_qnet() {
+    fn image_runs_resume_exactly_and_write_a_runtime_model() {
         use crate::checkpoint::{Checkpointer, Interrupted};
         let device = Device::Cpu;
         let data = crate::conv::moving_squares(300, 32, true, 2);
@@ -590,8 +588,9 @@ mod tests {
         cfg.dqn.target_update = 10;
         let info = BTreeMap::new();
         let bytes = |t: &Trained| {
-            assert!(t.model.is_none());
-            t.qnet.as_ref().unwrap().to_bytes(0.99, &info).unwrap()
+            let mut b = t.qnet.as_ref().unwrap().to_bytes(0.99, &info).unwrap();
+            b.extend(t.model.to_bytes(false).unwrap());
+            b
         };
         let whole = train(&data, &cfg, &device).unwrap();
         assert_eq!(whole.q_used, QKind::Dqn);
@@ -622,22 +621,38 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = write_run(dir.path(), &data, &cfg, &whole, "squares.npz").unwrap();
         assert_eq!(m["obs_shape"], json!([3, 32, 32]));
-        assert!(dir.path().join(QNET_FILE).exists());
-        assert!(!dir.path().join(VALUE_FILE).exists());
+        let run: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap())
+                .unwrap();
+        assert_eq!(run["model_format"], "laq-value 2");
         let summary = std::fs::read_to_string(dir.path().join("summary.txt")).unwrap();
-        assert!(summary.contains("trainer only"), "{summary}");
-        let (q, _) = QNetwork::load(&dir.path().join(QNET_FILE), &device).unwrap();
-        let raw: Vec<f32> = data.obs_row(0).into_owned();
-        assert_eq!(
-            q.values(&raw, &device).unwrap(),
-            whole.qnet.as_ref().unwrap().values(&raw, &device).unwrap()
+        assert!(
+            summary.contains("2 convolutions on [3, 32, 32] images"),
+            "{summary}"
         );
-        for path in [dir.path().join(QNET_FILE), dir.path().join(VALUE_FILE)] {
-            let e = crate::predict::values(&path, &data)
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains("cannot score"), "{e}");
+        let from_runtime = crate::predict::values(&dir.path().join(VALUE_FILE), &data).unwrap();
+        let all: Vec<usize> = (0..data.len()).collect();
+        let trained = whole
+            .qnet
+            .as_ref()
+            .unwrap()
+            .values_of(&data, &all, &device)
+            .unwrap();
+        for (i, (a, b)) in from_runtime.iter().zip(&trained).enumerate() {
+            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{i}: {a} vs {b}");
         }
+        // A trainer-only Q-network file is refused with a pointer to the runtime's file.
+        let qnet = dir.path().join("qnet.safetensors");
+        whole
+            .qnet
+            .as_ref()
+            .unwrap()
+            .save(&qnet, 0.99, &info)
+            .unwrap();
+        let e = crate::predict::values(&qnet, &data)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("value.safetensors"), "{e}");
     }
 
     #[test]

@@ -699,4 +699,170 @@ fn nav_data_trains_with_the_convolutional_path() {
     );
     let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
     assert!(summary.contains("[3, 16, 16]"), "{summary}");
+    // Image models are written in the runtime's format.
+    assert!(run.join("value.safetensors").exists());
+}
+
+/// Image observations end to end: `laq train` on `[N, C, H, W]` u8 frames (a bright
+/// column moving along a row of an 8x8 image; the convolutional networks are picked
+/// automatically) writes a version 2 `value.safetensors`, which `laq predict` scores
+/// through the runtime and `laq inspect` describes; with BCQ too (V fitted by a
+/// convolutional network for export).
+#[test]
+fn image_datasets_train_predict_and_inspect() {
+    use laq::data::{Actions, Dataset};
+    let (c, h, w) = (3usize, 8usize, 8usize);
+    let frame = |col: usize| {
+        let mut f = vec![10u8; c * h * w];
+        for ch in 0..c {
+            for y in 2..6 {
+                f[ch * h * w + y * w + col] = 200 + 20 * ch as u8;
+            }
+        }
+        f
+    };
+    let mut state = 7u64;
+    let mut next_rand = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut o, mut n, mut r, mut t, mut a) = (vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..240 {
+        let col = (next_rand() % 7) as usize;
+        let act = (next_rand() % 2) as i64;
+        let next = if act == 1 {
+            col + 1
+        } else {
+            col.saturating_sub(1)
+        };
+        o.extend(frame(col));
+        n.extend(frame(next));
+        r.push((next == 7) as u8 as f32);
+        t.push(next == 7);
+        a.push(act);
+    }
+    let data = Dataset {
+        obs_shape: vec![c, h, w],
+        observations: o.into(),
+        next_observations: n.into(),
+        rewards: r,
+        terminals: t,
+        timeouts: None,
+        actions: Some(Actions::Discrete(a)),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    data.save(Path::new(&p("frames.safetensors"))).unwrap();
+    std::fs::write(
+        p("small.toml"),
+        "[mining]\nlatent_actions = 2\nsteps = 30\n[mining.conv]\nchannels = [4, 4]\n\
+         [dqn]\nhidden = [8]\nsteps = 60\ntarget_update = 20\n[dqn.conv]\nchannels = [4, 4]\n\
+         [distill]\nhidden = [8]\nsteps = 40\n",
+    )
+    .unwrap();
+    for q in ["dqn", "bcq"] {
+        let run = p(q);
+        ok(&[
+            "train",
+            "--data",
+            &p("frames.safetensors"),
+            "--out",
+            &run,
+            "--config",
+            &p("small.toml"),
+            "--q",
+            q,
+        ]);
+        let model = Path::new(&run).join("value.safetensors");
+        assert!(!Path::new(&run).join("qnet.safetensors").exists());
+        let csv = p(&format!("{q}.csv"));
+        ok(&[
+            "predict",
+            "--model",
+            model.to_str().unwrap(),
+            "--data",
+            &p("frames.safetensors"),
+            "--out",
+            &csv,
+        ]);
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let v: Vec<f32> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(v.len(), data.len());
+        // The runtime's values are those of the trainer's reading of the same file
+        // (candle's conv2d).
+        let vm = laq::export::ValueModel::load(&model).unwrap();
+        assert_eq!(vm.conv.as_ref().unwrap().input_shape, [c, h, w]);
+        let states: Vec<f32> = (0..data.len())
+            .flat_map(|i| data.obs_row(i).into_owned())
+            .collect();
+        let want = vm
+            .values_candle(&states, &candle_core::Device::Cpu)
+            .unwrap();
+        for (i, (a, b)) in v.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                "{q} row {i}: {a} vs {b}"
+            );
+        }
+        let m = metrics(&Path::new(&run).join("metrics.json"));
+        assert_eq!(m["q"], q);
+        if q == "bcq" {
+            assert!(m["export_max_abs_error"].as_f64().unwrap().is_finite());
+            assert_eq!(vm.num_outputs(), 1);
+        }
+        let report = ok(&["inspect", model.to_str().unwrap(), "--json"]);
+        let j: serde_json::Value = serde_json::from_str(&report).unwrap();
+        assert_eq!(j["version"], 2);
+        assert_eq!(j["input_shape"], serde_json::json!([c, h, w]));
+        assert_eq!(j["conv_layers"].as_array().unwrap().len(), 2);
+    }
+    // int8 export of an image model: the linear layers calibrated on the frames, the
+    // convolutions kept in f32; the runtime reads it back.
+    let compared = ok(&[
+        "export",
+        "--model",
+        &p("dqn/value.safetensors"),
+        "--quantize",
+        "int8",
+        "--data",
+        &p("frames.safetensors"),
+        "--out",
+        &p("q8.safetensors"),
+    ]);
+    assert!(compared.contains("Spearman"), "{compared}");
+    let report = ok(&["inspect", &p("q8.safetensors"), "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(j["conv_layers"][0]["weights"], "f32");
+    assert_eq!(j["layers"][0]["weights"], "i8");
+    // A model for other images is refused with both shapes named.
+    let other = Dataset {
+        obs_shape: vec![c, w, h * 2],
+        observations: vec![0u8; c * h * w * 2].into(),
+        next_observations: vec![0u8; c * h * w * 2].into(),
+        rewards: vec![0.0],
+        terminals: vec![false],
+        timeouts: None,
+        actions: None,
+    };
+    other.save(Path::new(&p("wide.safetensors"))).unwrap();
+    let out = laq(&[
+        "predict",
+        "--model",
+        &p("dqn/value.safetensors"),
+        "--data",
+        &p("wide.safetensors"),
+        "--out",
+        &p("wide.csv"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("[3, 8, 8]") && err.contains("[3, 8, 16]"),
+        "{err}"
+    );
 }

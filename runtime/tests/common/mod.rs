@@ -303,3 +303,79 @@ pub fn tiny() -> File {
         .tensor(Tensor::f32("density.means", &[2, 2], &[1.0, 1.0, 4.0, 4.0]))
         .tensor(Tensor::f32("density.variances", &[2, 2], &[2.0; 4]))
 }
+
+/// A random image model: `shape` = `[C, H, W]`, convolutions to `channels`, then
+/// linear layers of widths `dense` (after the flattened feature map), f32 weights.
+pub fn conv(shape: [usize; 3], channels: &[usize], dense: &[usize], head: &str, seed: u64) -> File {
+    let mut rng = Lcg(seed);
+    let [c, h, w] = shape;
+    let n = channels.len();
+    let mut f = File::default()
+        .meta("format", "laq-value")
+        .meta("version", "2")
+        .meta("input_dim", &(c * h * w).to_string())
+        .meta("input_shape", &format!("[{c},{h},{w}]"))
+        .meta("num_conv", &n.to_string())
+        .meta("num_layers", &dense.len().to_string())
+        .meta("activation", "relu")
+        .meta("head", head)
+        .meta("gamma", "0.95")
+        .tensor(Tensor::f32(
+            "input.mean",
+            &[c as u64],
+            &rng.vec(c, 50.0)
+                .iter()
+                .map(|v| 120.0 + v)
+                .collect::<Vec<_>>(),
+        ))
+        .tensor(Tensor::f32(
+            "input.scale",
+            &[c as u64],
+            &rng.vec(c, 0.005)
+                .iter()
+                .map(|v| 0.015 + v)
+                .collect::<Vec<_>>(),
+        ));
+    let mut cin = c;
+    for (i, &cout) in channels.iter().enumerate() {
+        let cols = 16 * cin;
+        f = f
+            .tensor(Tensor::f32(
+                &format!("conv.{i}.weight"),
+                &[cout as u64, cols as u64],
+                &rng.vec(cout * cols, 1.0 / (cols as f32).sqrt()),
+            ))
+            .tensor(Tensor::f32(
+                &format!("conv.{i}.bias"),
+                &[cout as u64],
+                &rng.vec(cout, 0.1),
+            ));
+        cin = cout;
+    }
+    let flat = (h >> n) * (w >> n) * cin;
+    let mut inp = flat;
+    for (i, &out) in dense.iter().enumerate() {
+        f = f
+            .tensor(Tensor::f32(
+                &format!("layers.{i}.weight"),
+                &[out as u64, inp as u64],
+                &rng.vec(inp * out, 1.0 / (inp as f32).sqrt()),
+            ))
+            .tensor(Tensor::f32(
+                &format!("layers.{i}.bias"),
+                &[out as u64],
+                &rng.vec(out, 0.1),
+            ));
+        inp = out;
+    }
+    f
+}
+
+/// The image model the documentation examples use
+/// (`tests/data/tiny_conv.safetensors`): a 1x4x4 image, convolutions to 2 and 3
+/// channels (2x2, then 1x1 pixels), then 3 -> 2, max_q, gamma 0.9.
+pub fn tiny_conv() -> File {
+    conv([1, 4, 4], &[2, 3], &[2], "max_q", 4)
+        .meta("gamma", "0.9")
+        .meta("labels", "example image model for the documentation")
+}
