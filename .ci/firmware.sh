@@ -5,10 +5,12 @@
 #    arm-none-eabi binutils (for arm-none-eabi-size), flip-link (the firmware's
 #    linker) and cargo-fuzz (nightly toolchain).
 # 2. Builds and lints the runtime for thumbv6m-none-eabi (Cortex-M0, no FPU) and
-#    thumbv7em-none-eabihf (Cortex-M4F, where the assembly kernel is compiled).
+#    thumbv7em-none-eabihf (Cortex-M4F, where the assembly kernel is compiled), with
+#    and without its `images` feature.
 # 3. Fuzzes the model loader for FUZZ_SECONDS (default 60).
-# 4. If the grid and maze models exist, builds the firmware, runs it in QEMU and prints
-#    the size and instruction-count figures (tests/tests/firmware.rs asserts on them).
+# 4. If the grid and maze models exist, builds the firmware (without and with the
+#    runtime's `images` feature), runs it in QEMU and prints the size and
+#    instruction-count figures (tests/tests/firmware.rs asserts on them).
 #
 # Run from anywhere; afterwards `cargo test -p laq-tests --test firmware` can run.
 set -euo pipefail
@@ -41,8 +43,11 @@ step "runtime for thumbv6m-none-eabi and thumbv7em-none-eabihf"
 cargo build -p laq-runtime --target thumbv6m-none-eabi
 cargo build -p laq-runtime --target thumbv7em-none-eabihf
 cargo build -p laq-runtime --target thumbv7em-none-eabihf --release
+cargo build -p laq-runtime --target thumbv7em-none-eabihf --release --no-default-features
 cargo clippy -p laq-runtime --target thumbv7em-none-eabihf --features defmt -- -D warnings
+cargo clippy -p laq-runtime --target thumbv7em-none-eabihf --no-default-features --features defmt -- -D warnings
 cargo clippy -p laq-runtime --target thumbv6m-none-eabi -- -D warnings
+cargo clippy -p laq-runtime --target thumbv6m-none-eabi --no-default-features -- -D warnings
 
 step "fuzzing the loader for ${FUZZ_SECONDS}s"
 (
@@ -59,6 +64,8 @@ if [[ -f "$model" && -f "$maze_model" ]]; then
     step "firmware (QEMU mps2-an386, Cortex-M4F)"
     (
         cd firmware-examples
+        cargo clippy --release --bins -- -D warnings
+        cargo clippy --release --bins --features images -- -D warnings
         cargo build --release --bins
         bin="${CARGO_TARGET_DIR:-target}/thumbv7em-none-eabihf/release"
         qemu=(qemu-system-arm -cpu cortex-m4 -machine mps2-an386 -nographic
@@ -66,7 +73,14 @@ if [[ -f "$model" && -f "$maze_model" ]]; then
         "${qemu[@]}" -kernel "$bin/grid_guide"
         "${qemu[@]}" -icount shift=0 -kernel "$bin/bench_mcu"
         "${qemu[@]}" -icount shift=0 -kernel "$bin/maze_guide"
+        echo "without images:"
         arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full" "$bin/maze_guide"
+        # Image models: bench_image, and the size binaries again (replaced in place).
+        cargo build --release --features images --bin bench_image \
+            --bin size_base --bin size_eval --bin size_full
+        "${qemu[@]}" -icount shift=0 -kernel "$bin/bench_image"
+        echo "with images:"
+        arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full"
     )
 else
     step "firmware skipped: $model or $maze_model not found (train the models first)"

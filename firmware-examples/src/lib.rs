@@ -174,6 +174,26 @@ pub mod systick {
         }
     }
 
+    /// Times `runs` evaluations of `state`; returns (instructions per evaluation, the
+    /// value, NaN if evaluation failed).
+    pub fn time_value(
+        model: &laq_runtime::Model<'_>,
+        state: &[f32],
+        scratch: &mut [f32],
+        (per_tick, overhead): (f32, u32),
+        runs: u32,
+    ) -> (f32, f32) {
+        let mut v = 0.0;
+        let t0 = now();
+        for _ in 0..runs {
+            v = model
+                .value(core::hint::black_box(state), scratch)
+                .unwrap_or(f32::NAN);
+        }
+        let ticks = elapsed(t0, now()).saturating_sub(overhead);
+        (ticks as f32 * per_tick / runs as f32, v)
+    }
+
     /// Instructions per SysTick tick, from a known loop of 2,000,000 instructions.
     /// Also returns the measurement overhead in ticks.
     pub fn calibrate() -> (f32, u32) {

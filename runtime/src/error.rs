@@ -43,7 +43,8 @@ pub enum Error {
     /// `num_layers`, `num_conv` or weight dtypes).
     UnknownTensor,
     /// `format` is not `laq-value` or `version` is neither `1` nor `2` (or either is
-    /// missing).
+    /// missing); without the `images` feature also an image model (`version` `2`, or
+    /// any file with a `conv.*` tensor).
     UnsupportedFormat,
     /// Required metadata is missing or has an invalid value (e.g. an image model's
     /// `input_shape` whose height is not a multiple of `2^num_conv`, or an
@@ -109,7 +110,12 @@ impl Error {
             Error::DuplicateTensor => "tensor or metadata given twice",
             Error::MissingTensor => "required tensor missing",
             Error::UnknownTensor => "tensor name not defined by the format",
+            #[cfg(feature = "images")]
             Error::UnsupportedFormat => "not a laq-value version 1 or 2 file",
+            #[cfg(not(feature = "images"))]
+            Error::UnsupportedFormat => {
+                "not a laq-value version 1 file (version 2, image models, needs the `images` feature)"
+            }
             Error::InvalidMetadata => "required metadata missing or invalid",
             Error::NonFinite => "tensor contains NaN or infinity",
             Error::InvalidDensity => "density gate parameters invalid",

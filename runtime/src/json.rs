@@ -21,7 +21,12 @@ pub(crate) const SLOT_LAYERS: usize = 6;
 /// `conv.{i}.weight` is `SLOT_CONV + 2 * i`, `.bias` `+ 1` (convolutions have f32
 /// weights only, so no scale slot: every slot must fit the loader's 64-bit masks).
 pub(crate) const SLOT_CONV: usize = SLOT_LAYERS + 3 * crate::MAX_LAYERS;
+/// Without `images` there are no convolution slots: the model's offset table and the
+/// loader's loops over the slots stay as small as fully connected files need.
+#[cfg(feature = "images")]
 pub(crate) const SLOTS: usize = SLOT_CONV + 2 * crate::MAX_CONV_LAYERS;
+#[cfg(not(feature = "images"))]
+pub(crate) const SLOTS: usize = SLOT_CONV;
 const _: () = assert!(SLOTS <= 64);
 
 /// Element types the format uses.
@@ -147,6 +152,7 @@ fn slot_of(name: &[u8]) -> Option<usize> {
         return Some(slot);
     }
     // `conv.{i}.weight` / `.bias`, `i` one digit.
+    #[cfg(feature = "images")]
     if let [b'c', b'o', b'n', b'v', b'.', d @ b'0'..=b'9', suffix @ ..] = name {
         let layer = usize::from(d - b'0');
         let slot = match PARTS.iter().position(|p| same(p, suffix))? {
@@ -170,6 +176,22 @@ fn slot_of(name: &[u8]) -> Option<usize> {
     };
     let part = PARTS.iter().position(|p| same(p, suffix))?;
     (layer < crate::MAX_LAYERS).then_some(SLOT_LAYERS + 3 * layer + part)
+}
+
+/// The error for a tensor name the format does not define.
+#[cfg(feature = "images")]
+fn unknown(_name: &[u8]) -> Error {
+    Error::UnknownTensor
+}
+
+/// Without `images` a convolution's tensor marks an image model, which this build
+/// does not read (cheaper than parsing the names only to refuse the file later).
+#[cfg(not(feature = "images"))]
+fn unknown(name: &[u8]) -> Error {
+    match name.get(..5) {
+        Some(prefix) if same(prefix, b"conv.") => Error::UnsupportedFormat,
+        _ => Error::UnknownTensor,
+    }
 }
 
 struct Scanner<'h> {
@@ -404,7 +426,7 @@ fn walk_dyn<'h>(header: &'h [u8], f: &mut dyn Visit<'h>) -> Result<(), Error> {
                 f.visit(Entry::Meta(key, value))
             })
         } else {
-            let slot = slot_of(key.bytes()).ok_or(Error::UnknownTensor)?;
+            let slot = slot_of(key.bytes()).ok_or_else(|| unknown(key.bytes()))?;
             let bit = 1u64 << slot;
             if seen & bit != 0 {
                 return Err(Error::DuplicateTensor);
@@ -435,14 +457,31 @@ mod tests {
         assert_eq!(slot_of(b"layers..bias"), None);
         assert_eq!(slot_of(b"layers.1.weights"), None);
         assert_eq!(slot_of(b"input.mean"), Some(SLOT_INPUT_MEAN));
-        assert_eq!(slot_of(b"conv.0.weight"), Some(SLOT_CONV));
-        assert_eq!(slot_of(b"conv.3.bias"), Some(SLOT_CONV + 7));
         assert_eq!(slot_of(b"conv.4.bias"), None);
         assert_eq!(slot_of(b"conv.0.scale"), None);
         assert_eq!(slot_of(b"conv.10.weight"), None);
         assert_eq!(slot_of(b"conv..weight"), None);
         assert_eq!(SLOT_CONV, 54);
+    }
+
+    #[cfg(feature = "images")]
+    #[test]
+    fn conv_slots() {
+        assert_eq!(slot_of(b"conv.0.weight"), Some(SLOT_CONV));
+        assert_eq!(slot_of(b"conv.3.bias"), Some(SLOT_CONV + 7));
+        assert_eq!(unknown(b"conv.4.bias"), Error::UnknownTensor);
         assert_eq!(SLOTS, 62);
+    }
+
+    #[cfg(not(feature = "images"))]
+    #[test]
+    fn conv_names_mark_image_models() {
+        assert_eq!(slot_of(b"conv.0.weight"), None);
+        assert_eq!(unknown(b"conv.0.weight"), Error::UnsupportedFormat);
+        assert_eq!(unknown(b"conv.4.bias"), Error::UnsupportedFormat);
+        assert_eq!(unknown(b"conv"), Error::UnknownTensor);
+        assert_eq!(unknown(b"layers.16.bias"), Error::UnknownTensor);
+        assert_eq!(SLOTS, SLOT_CONV);
     }
 
     #[test]

@@ -17,9 +17,18 @@
 //!
 //! No allocation, no panics (enforced by lints), and no `unsafe` outside one audited
 //! module for hard-float ARM targets (`src/arm.rs`: the f32 inner loop and `vsqrt` in
-//! assembly, bit-identical to the portable code used elsewhere). Features: `alloc`
-//! (`OwnedModel`), `std` (implies `alloc`), `defmt` (`defmt::Format` for the public
-//! types).
+//! assembly, bit-identical to the portable code used elsewhere).
+//!
+//! Features:
+//! - `images` (default): image models (`laq-value` version 2), with
+//!   `Model::num_conv`, `Model::input_shape`, `Model::conv_layer` and `ConvInfo`.
+//!   Firmware that only runs fully connected models turns it off
+//!   (`default-features = false`): it then carries no convolution code (about 1.7 KB
+//!   less flash on a Cortex-M4F, docs/runtime.md) and a smaller [`Model`], and
+//!   [`Model::new_checked`] refuses image models with [`Error::UnsupportedFormat`].
+//! - `alloc`: `OwnedModel`, a model that owns its bytes.
+//! - `std` (implies `alloc`): reserved for host conveniences.
+//! - `defmt`: `defmt::Format` for the public types.
 //!
 //! ```
 //! # let bytes: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
@@ -66,9 +75,11 @@ mod owned;
 mod select;
 
 pub use error::Error;
+#[cfg(feature = "images")]
+pub use model::ConvInfo;
 pub use model::{
-    ConvInfo, Gated, Head, LayerInfo, Model, Output, Scratch, MAX_CHANNELS, MAX_CONV_LAYERS,
-    MAX_HEADER_LEN, MAX_IMAGE_SIDE, MAX_INPUT_DIM, MAX_LAYERS,
+    Gated, Head, LayerInfo, Model, Output, Scratch, MAX_CHANNELS, MAX_CONV_LAYERS, MAX_HEADER_LEN,
+    MAX_IMAGE_SIDE, MAX_INPUT_DIM, MAX_LAYERS,
 };
 #[cfg(feature = "alloc")]
 pub use owned::OwnedModel;

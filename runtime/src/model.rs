@@ -66,6 +66,7 @@ pub const MAX_IMAGE_SIDE: usize = 256;
 pub const MAX_CHANNELS: usize = 256;
 
 /// Height and width of a convolution's kernel (the stride is 2, the zero padding 1).
+#[cfg(feature = "images")]
 const KERNEL: usize = 4;
 
 /// Tolerance on the sum of the density mixture weights (which must be 1).
@@ -113,7 +114,7 @@ pub struct LayerInfo {
 
 /// Shape of one convolutional layer of an image model: a 4x4 kernel with stride 2 and
 /// one pixel of zero padding, so the output map is `in_height / 2` by `in_width / 2`
-/// pixels of `out_channels`, each followed by ReLU.
+/// pixels of `out_channels`, each followed by ReLU. Needs the `images` feature.
 ///
 /// ```
 /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
@@ -126,6 +127,7 @@ pub struct LayerInfo {
 /// );
 /// # Ok::<(), laq_runtime::Error>(())
 /// ```
+#[cfg(feature = "images")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ConvInfo {
@@ -252,16 +254,23 @@ pub(crate) struct Layout {
     /// feature map of an image model), then the output width of each layer: layer `i`
     /// maps `widths[i]` inputs to `widths[i + 1]` outputs.
     widths: [u32; MAX_LAYERS + 1],
+    // The image model's fields exist only with `images`: without them `Model` stays
+    // as small as a fully connected model needs (it lives on the caller's stack).
     /// The state length `D` (`input_dim`).
+    #[cfg(feature = "images")]
     dim: u32,
     /// Number of convolutional layers (0: a fully connected model).
+    #[cfg(feature = "images")]
     conv: u8,
     /// Height and width of an image model's input.
+    #[cfg(feature = "images")]
     image: [u16; 2],
     /// The image's channels, then the output channels of each convolution.
+    #[cfg(feature = "images")]
     channels: [u16; MAX_CONV_LAYERS + 1],
     /// Length of the patch buffer at the start of the scratch: the largest
     /// convolution input patch, `16 * channels[i]` (0 without convolutions).
+    #[cfg(feature = "images")]
     patch: u32,
     /// Bit `i` set if layer `i` has I8 weights.
     int8: u16,
@@ -349,6 +358,7 @@ fn meta_f32(value: RawStr<'_>) -> Result<f32, Error> {
 /// `input_shape`: `[C,H,W]`, spaces allowed around the numbers. One pass over the
 /// bytes (a split-and-trim would cost more flash than the whole parser). Numbers
 /// saturate; the caller's range checks reject them.
+#[cfg(feature = "images")]
 fn parse_shape(value: &[u8]) -> Option<[u32; 3]> {
     let [b'[', inner @ .., b']'] = value else {
         return None;
@@ -388,10 +398,12 @@ const fn bias_slot(layer: usize) -> usize {
     SLOT_LAYERS + 3 * layer + 2
 }
 
+#[cfg(feature = "images")]
 const fn conv_weight_slot(layer: usize) -> usize {
     SLOT_CONV + 2 * layer
 }
 
+#[cfg(feature = "images")]
 const fn conv_bias_slot(layer: usize) -> usize {
     SLOT_CONV + 2 * layer + 1
 }
@@ -404,10 +416,15 @@ impl Layout {
         offsets: [0; SLOTS],
         present: [0; 2],
         widths: [0; MAX_LAYERS + 1],
+        #[cfg(feature = "images")]
         dim: 0,
+        #[cfg(feature = "images")]
         conv: 0,
+        #[cfg(feature = "images")]
         image: [0; 2],
+        #[cfg(feature = "images")]
         channels: [0; MAX_CONV_LAYERS + 1],
+        #[cfg(feature = "images")]
         patch: 0,
         int8: 0,
         layers: 0,
@@ -510,14 +527,6 @@ impl Layout {
             if info.dtype == Dtype::I8 {
                 self.int8 |= 1 << layer;
             }
-        } else if slot >= SLOT_CONV && (slot - SLOT_CONV) % 2 == 0 {
-            // The output channels of a convolution; `check_structure` bounds them.
-            if info.rank != 2 {
-                return Err(Error::InvalidShape);
-            }
-            if let Some(c) = self.channels.get_mut((slot - SLOT_CONV) / 2 + 1) {
-                *c = u16::try_from(d0).unwrap_or(u16::MAX);
-            }
         } else if slot == SLOT_DENSITY_MEANS {
             if info.rank != 2 {
                 return Err(Error::InvalidShape);
@@ -525,51 +534,43 @@ impl Layout {
             self.mixtures = d0;
             self.gate_dims = d1;
         }
+        #[cfg(feature = "images")]
+        if slot >= SLOT_CONV && (slot - SLOT_CONV) % 2 == 0 {
+            // The output channels of a convolution; `check_structure` bounds them.
+            if info.rank != 2 {
+                return Err(Error::InvalidShape);
+            }
+            if let Some(c) = self.channels.get_mut((slot - SLOT_CONV) / 2 + 1) {
+                *c = u16::try_from(d0).unwrap_or(u16::MAX);
+            }
+        }
         Ok(())
     }
 
     fn apply_metadata(&mut self, meta: &Meta<'_>) -> Result<(), Error> {
-        // Version 1 is fully connected; version 2 adds convolutions on an image.
-        let image = match meta.get(VERSION) {
-            Some(v) if v.is("1") => false,
-            Some(v) if v.is("2") => true,
-            _ => return Err(Error::UnsupportedFormat),
-        };
         if !meta.get(FORMAT).is_some_and(|f| f.is("laq-value")) {
             return Err(Error::UnsupportedFormat);
         }
-        if image {
-            let n = meta_usize(meta.get(NUM_CONV), 1..=MAX_CONV_LAYERS)?;
-            let [c, h, w] = meta
-                .get(INPUT_SHAPE)
-                .and_then(|v| parse_shape(v.bytes()))
-                .ok_or(Error::InvalidMetadata)?;
-            // Each layer halves the height and width exactly: multiples of 2^n.
-            let odd = (h | w) & ((1 << n) - 1);
-            if c.wrapping_sub(1) >= MAX_CHANNELS as u32
-                || h.wrapping_sub(1) >= MAX_IMAGE_SIDE as u32
-                || w.wrapping_sub(1) >= MAX_IMAGE_SIDE as u32
-                || odd != 0
-            {
-                return Err(Error::InvalidMetadata);
+        // Version 1 is fully connected; version 2 adds convolutions on an image and is
+        // a format this build does not read without `images`.
+        match meta.get(VERSION) {
+            Some(v) if v.is("1") => {
+                // A version 1 file with these keys was meant for a reader that knows
+                // them (rejected whether or not this build reads image models).
+                if meta.get(NUM_CONV).is_some() || meta.get(INPUT_SHAPE).is_some() {
+                    return Err(Error::InvalidMetadata);
+                }
+                let dim = meta_usize(meta.get(INPUT_DIM), 1..=MAX_INPUT_DIM)? as u32;
+                #[cfg(feature = "images")]
+                {
+                    self.dim = dim;
+                }
+                let [input_dim, ..] = &mut self.widths;
+                *input_dim = dim;
             }
-            self.conv = n as u8;
-            self.image = [h as u16, w as u16];
-            // Pass 1 recorded the convolutions' output channels after this one.
-            let [c0, ..] = &mut self.channels;
-            *c0 = c as u16;
-            self.dim = c * h * w;
-            if meta_usize(meta.get(INPUT_DIM), 1..=usize::MAX)? != self.dim as usize {
-                return Err(Error::InvalidMetadata);
-            }
-        } else {
-            // A version 1 file with these keys was meant for a reader that knows them.
-            if meta.get(NUM_CONV).is_some() || meta.get(INPUT_SHAPE).is_some() {
-                return Err(Error::InvalidMetadata);
-            }
-            self.dim = meta_usize(meta.get(INPUT_DIM), 1..=MAX_INPUT_DIM)? as u32;
-            let [input_dim, ..] = &mut self.widths;
-            *input_dim = self.dim;
+            #[cfg(feature = "images")]
+            Some(v) if v.is("2") => self.apply_image_metadata(meta)?,
+            _ => return Err(Error::UnsupportedFormat),
         }
         self.layers = meta_usize(meta.get(NUM_LAYERS), 1..=MAX_LAYERS)? as u8;
         if !meta.get(ACTIVATION).is_some_and(|a| a.is("relu")) {
@@ -592,6 +593,35 @@ impl Layout {
         Ok(())
     }
 
+    /// The image of a version 2 file: `num_conv`, `input_shape` and `input_dim`.
+    #[cfg(feature = "images")]
+    fn apply_image_metadata(&mut self, meta: &Meta<'_>) -> Result<(), Error> {
+        let n = meta_usize(meta.get(NUM_CONV), 1..=MAX_CONV_LAYERS)?;
+        let [c, h, w] = meta
+            .get(INPUT_SHAPE)
+            .and_then(|v| parse_shape(v.bytes()))
+            .ok_or(Error::InvalidMetadata)?;
+        // Each layer halves the height and width exactly: multiples of 2^n.
+        let odd = (h | w) & ((1 << n) - 1);
+        if c.wrapping_sub(1) >= MAX_CHANNELS as u32
+            || h.wrapping_sub(1) >= MAX_IMAGE_SIDE as u32
+            || w.wrapping_sub(1) >= MAX_IMAGE_SIDE as u32
+            || odd != 0
+        {
+            return Err(Error::InvalidMetadata);
+        }
+        self.conv = n as u8;
+        self.image = [h as u16, w as u16];
+        // Pass 1 recorded the convolutions' output channels after this one.
+        let [c0, ..] = &mut self.channels;
+        *c0 = c as u16;
+        self.dim = c * h * w;
+        if meta_usize(meta.get(INPUT_DIM), 1..=usize::MAX)? != self.dim as usize {
+            return Err(Error::InvalidMetadata);
+        }
+        Ok(())
+    }
+
     fn check_structure(&mut self, has_threshold: bool) -> Result<(), Error> {
         let layers = usize::from(self.layers);
         // Layers past num_layers are not part of this file's format.
@@ -602,6 +632,7 @@ impl Layout {
             | bit(SLOT_DENSITY_VARIANCES)
             | bit(SLOT_DENSITY_DIMS);
         let mut required = bit(SLOT_INPUT_MEAN) | bit(SLOT_INPUT_SCALE);
+        #[cfg(feature = "images")]
         for layer in 0..usize::from(self.conv) {
             allowed |= bit(conv_weight_slot(layer)) | bit(conv_bias_slot(layer));
             required |= bit(conv_weight_slot(layer)) | bit(conv_bias_slot(layer));
@@ -621,31 +652,10 @@ impl Layout {
             return Err(Error::MissingTensor);
         }
 
-        // Feature maps along the convolutions: each reads its input (the state itself
-        // for the first) and writes a map half as high and wide; consecutive maps share
-        // the activation buffer, so it holds the two largest neighbours. The channel
-        // chain is checked against the weights' columns in pass 2.
+        #[cfg(feature = "images")]
+        let mut act_len = self.check_feature_maps()?;
+        #[cfg(not(feature = "images"))]
         let mut act_len = 0u32;
-        let [mut h, mut w] = self.image.map(u32::from);
-        let mut prev = 0u32;
-        let mut patch = 0u32;
-        for (i, pair) in self.channels.windows(2).enumerate() {
-            if let (true, &[cin, cout]) = (i < usize::from(self.conv), pair) {
-                if !(1..=MAX_CHANNELS as u16).contains(&cout) {
-                    return Err(Error::InvalidShape);
-                }
-                patch = patch.max((KERNEL * KERNEL) as u32 * u32::from(cin));
-                h /= 2;
-                w /= 2;
-                let size = h * w * u32::from(cout);
-                act_len = act_len.max(prev + size);
-                prev = size;
-                if let Some(flat) = self.widths.first_mut() {
-                    *flat = size;
-                }
-            }
-        }
-        self.patch = patch;
 
         // Activations along the layer chain in_0 = D (or the flattened feature map),
         // in_{i+1} = out_i (the weights' input widths are checked against the chain in
@@ -678,6 +688,37 @@ impl Layout {
         Ok(())
     }
 
+    /// Feature maps along the convolutions: each reads its input (the state itself for
+    /// the first) and writes a map half as high and wide; consecutive maps share the
+    /// activation buffer, so it holds the two largest neighbours. The channel chain is
+    /// checked against the weights' columns in pass 2. Sets the patch length and the
+    /// first linear layer's input width; returns the activations the maps need.
+    #[cfg(feature = "images")]
+    fn check_feature_maps(&mut self) -> Result<u32, Error> {
+        let mut act_len = 0u32;
+        let [mut h, mut w] = self.image.map(u32::from);
+        let mut prev = 0u32;
+        let mut patch = 0u32;
+        for (i, pair) in self.channels.windows(2).enumerate() {
+            if let (true, &[cin, cout]) = (i < usize::from(self.conv), pair) {
+                if !(1..=MAX_CHANNELS as u16).contains(&cout) {
+                    return Err(Error::InvalidShape);
+                }
+                patch = patch.max((KERNEL * KERNEL) as u32 * u32::from(cin));
+                h /= 2;
+                w /= 2;
+                let size = h * w * u32::from(cout);
+                act_len = act_len.max(prev + size);
+                prev = size;
+                if let Some(flat) = self.widths.first_mut() {
+                    *flat = size;
+                }
+            }
+        }
+        self.patch = patch;
+        Ok(act_len)
+    }
+
     fn check_shape(&self, slot: usize, info: &TensorInfo) -> Result<(), Error> {
         let m = self.mixtures;
         let g = self.gate_dims;
@@ -686,6 +727,7 @@ impl Layout {
             SLOT_DENSITY_WEIGHTS => (1, [m, 0]),
             SLOT_DENSITY_MEANS | SLOT_DENSITY_VARIANCES => (2, [m, g]),
             SLOT_DENSITY_DIMS => (1, [g, 0]),
+            #[cfg(feature = "images")]
             _ if slot >= SLOT_CONV => {
                 let (cols, rows) = self.conv_shape((slot - SLOT_CONV) / 2);
                 if (slot - SLOT_CONV) % 2 == 0 {
@@ -727,6 +769,7 @@ impl Layout {
             SLOT_DENSITY_WEIGHTS => (m, 4),
             SLOT_DENSITY_MEANS | SLOT_DENSITY_VARIANCES => (m.saturating_mul(g), 4),
             SLOT_DENSITY_DIMS => (g, 4),
+            #[cfg(feature = "images")]
             _ if slot >= SLOT_CONV => {
                 let (cols, rows) = self.conv_shape((slot - SLOT_CONV) / 2);
                 let (cols, rows) = (cols as usize, rows as usize);
@@ -820,21 +863,31 @@ impl Layout {
         Ok(())
     }
 
+    #[cfg(feature = "images")]
     fn input_dim(&self) -> u32 {
         self.dim
+    }
+
+    /// Without convolutions the first linear layer reads the state itself.
+    #[cfg(not(feature = "images"))]
+    fn input_dim(&self) -> u32 {
+        let [dim, ..] = self.widths;
+        dim
     }
 
     /// Length of `input.mean` and `input.scale`: one per state value, or one per
     /// channel of an image.
     fn norm_len(&self) -> u32 {
-        match self.channels {
-            [c, ..] if self.conv > 0 => u32::from(c),
-            _ => self.dim,
+        #[cfg(feature = "images")]
+        if let (true, [c, ..]) = (self.conv > 0, self.channels) {
+            return u32::from(c);
         }
+        self.input_dim()
     }
 
     /// `(16 * in_channels, out_channels)` of convolution `layer`: the weight matrix's
     /// columns and rows (zeros past [`MAX_CONV_LAYERS`]).
+    #[cfg(feature = "images")]
     fn conv_shape(&self, layer: usize) -> (u32, u32) {
         match self.channels.get(layer..) {
             Some(&[cin, cout, ..]) => ((KERNEL * KERNEL) as u32 * u32::from(cin), u32::from(cout)),
@@ -915,7 +968,9 @@ pub struct Model<'a> {
 
 impl<'a> Model<'a> {
     /// Validates `bytes` as a `laq-value` file (version 1, fully connected, or
-    /// version 2, convolutions on an image first) and returns a view of it.
+    /// version 2, convolutions on an image first) and returns a view of it. Without
+    /// the `images` feature an image model (version 2, or any file with a `conv.*`
+    /// tensor) is [`Error::UnsupportedFormat`].
     ///
     /// Everything is checked here, once: the header length (at most
     /// [`MAX_HEADER_LEN`]) and JSON syntax; dtypes; shapes and the layer chain; data
@@ -937,7 +992,10 @@ impl<'a> Model<'a> {
     /// let model = Model::new_checked(bytes)?;
     /// assert_eq!(model.input_dim(), 2);
     /// assert_eq!(Model::new_checked(&bytes[..bytes.len() - 1]).err(), Some(Error::InvalidOffsets));
+    /// #[cfg(feature = "images")]
     /// assert_eq!(Model::new_checked(image)?.input_shape(), Some([1, 4, 4]));
+    /// #[cfg(not(feature = "images"))]
+    /// assert_eq!(Model::new_checked(image).err(), Some(Error::UnsupportedFormat));
     /// # Ok::<(), Error>(())
     /// ```
     pub fn new_checked(bytes: &'a [u8]) -> Result<Self, Error> {
@@ -1100,7 +1158,8 @@ impl<'a> Model<'a> {
         Ok(())
     }
 
-    /// The number of convolutional layers (0 for a fully connected model).
+    /// The number of convolutional layers (0 for a fully connected model). Needs the
+    /// `images` feature.
     ///
     /// ```
     /// # let mlp = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
@@ -1111,6 +1170,7 @@ impl<'a> Model<'a> {
     /// assert_eq!(Model::new_checked(image)?.num_conv(), 2);
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
+    #[cfg(feature = "images")]
     pub fn num_conv(&self) -> usize {
         usize::from(self.layout.conv)
     }
@@ -1118,6 +1178,7 @@ impl<'a> Model<'a> {
     /// `[C, H, W]` of an image model's input (`None` for a fully connected model). The
     /// state is the image in this order: channel planes, each row after row, raw
     /// values (e.g. 0..=255 pixel intensities as f32), `input_dim() == C * H * W`.
+    /// Needs the `images` feature.
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
@@ -1126,13 +1187,15 @@ impl<'a> Model<'a> {
     /// assert_eq!(model.input_dim(), 16);
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
+    #[cfg(feature = "images")]
     pub fn input_shape(&self) -> Option<[usize; 3]> {
         let [c, ..] = self.layout.channels;
         let [h, w] = self.layout.image;
         (self.layout.conv > 0).then_some([usize::from(c), usize::from(h), usize::from(w)])
     }
 
-    /// Shape of convolutional layer `i` (`None` if `i >= num_conv()`).
+    /// Shape of convolutional layer `i` (`None` if `i >= num_conv()`). Needs the
+    /// `images` feature.
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
@@ -1143,6 +1206,7 @@ impl<'a> Model<'a> {
     /// assert_eq!(model.conv_layer(2), None);
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
+    #[cfg(feature = "images")]
     pub fn conv_layer(&self, i: usize) -> Option<ConvInfo> {
         if i >= self.num_conv() {
             return None;
@@ -1164,11 +1228,13 @@ impl<'a> Model<'a> {
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
-    /// # let image = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
     /// let model = laq_runtime::Model::new_checked(bytes)?;
     /// assert_eq!(model.macs(), 2 * 4 + 4 * 3);
+    /// # #[cfg(feature = "images")] {
+    /// # let image = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
     /// let model = laq_runtime::Model::new_checked(image)?;
     /// assert_eq!(model.macs(), 2 * 2 * 2 * 16 + 1 * 1 * 3 * 32 + 3 * 2);
+    /// # }
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn macs(&self) -> usize {
@@ -1177,13 +1243,15 @@ impl<'a> Model<'a> {
             .fold(0usize, |acc, l| {
                 acc.saturating_add(l.inputs.saturating_mul(l.outputs))
             });
-        (0..self.num_conv())
+        #[cfg(feature = "images")]
+        let dense = (0..self.num_conv())
             .filter_map(|i| self.conv_layer(i))
             .fold(dense, |acc, c| {
                 let pixels = (c.in_height / 2) * (c.in_width / 2);
                 let per_pixel = c.out_channels * KERNEL * KERNEL * c.in_channels;
                 acc.saturating_add(pixels.saturating_mul(per_pixel))
-            })
+            });
+        dense
     }
 
     /// The scratch length (in f32s) every method of this model needs:
@@ -1195,18 +1263,31 @@ impl<'a> Model<'a> {
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
-    /// # let image = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
     /// let model = laq_runtime::Model::new_checked(bytes)?;
     /// assert_eq!(model.scratch_len(), 2 + (4 + 3));
+    /// # #[cfg(feature = "images")] {
+    /// # let image = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
     /// // 1x4x4 image, convolutions to 2x2x2 (8 values) and 1x1x3, then 3 -> 2.
     /// let model = laq_runtime::Model::new_checked(image)?;
     /// assert_eq!(model.scratch_len(), 16 + 16 * 2 + (8 + 3));
+    /// # }
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn scratch_len(&self) -> usize {
         (self.layout.input_dim() as usize)
-            .saturating_add(self.layout.patch as usize)
+            .saturating_add(self.patch_len())
             .saturating_add(self.layout.act_len as usize)
+    }
+
+    /// Length of the patch buffer at the start of the scratch (0 without convolutions).
+    #[cfg(feature = "images")]
+    fn patch_len(&self) -> usize {
+        self.layout.patch as usize
+    }
+
+    #[cfg(not(feature = "images"))]
+    fn patch_len(&self) -> usize {
+        0
     }
 
     /// Whether every f32 weight matrix is 4-aligned, i.e. read through the `&[f32]`
@@ -1225,9 +1306,12 @@ impl<'a> Model<'a> {
     /// # Ok::<(), laq_runtime::Error>(())
     /// ```
     pub fn is_aligned(&self) -> bool {
-        (0..self.num_layers())
-            .all(|i| self.layout.int8 & (1 << i) != 0 || self.f32s(weight_slot(i)).is_aligned())
-            && (0..self.num_conv()).all(|i| self.f32s(conv_weight_slot(i)).is_aligned())
+        let dense = (0..self.num_layers())
+            .all(|i| self.layout.int8 & (1 << i) != 0 || self.f32s(weight_slot(i)).is_aligned());
+        #[cfg(feature = "images")]
+        let dense =
+            dense && (0..self.num_conv()).all(|i| self.f32s(conv_weight_slot(i)).is_aligned());
+        dense
     }
 
     /// Whether the file has a density gate.
@@ -1278,21 +1362,21 @@ impl<'a> Model<'a> {
     fn forward<'s>(&self, state: &[f32], scratch: &'s mut [f32]) -> Result<&'s [f32], Error> {
         self.check_state(state)?;
         let need = self.layout.act_len as usize;
-        // The patch buffer is empty without convolutions.
-        let (patch, rest) = scratch
-            .split_at_mut_checked(self.layout.patch as usize)
+        // An image model's patch buffer comes first (empty without convolutions).
+        #[cfg(feature = "images")]
+        let (patch, scratch) = scratch
+            .split_at_mut_checked(self.patch_len())
             .ok_or(Error::BufferTooSmall)?;
-        let buf = rest.get_mut(..need).ok_or(Error::BufferTooSmall)?;
+        let buf = scratch.get_mut(..need).ok_or(Error::BufferTooSmall)?;
 
+        #[cfg(feature = "images")]
         if self.layout.conv > 0 {
             self.encode(state, patch, buf)?;
         } else {
-            let mean = self.bytes(SLOT_INPUT_MEAN);
-            let scale = self.bytes(SLOT_INPUT_SCALE);
-            for (j, (x, s)) in buf.iter_mut().zip(state).enumerate() {
-                *x = (s - le_at(mean, j)) * le_at(scale, j);
-            }
+            self.normalise(state, buf);
         }
+        #[cfg(not(feature = "images"))]
+        self.normalise(state, buf);
 
         let layers = self.num_layers();
         let mut front = true;
@@ -1336,6 +1420,16 @@ impl<'a> Model<'a> {
         buf.get(out).ok_or(Error::BufferTooSmall)
     }
 
+    /// Writes the standardised state to the front of `buf`, the first linear layer's
+    /// input.
+    fn normalise(&self, state: &[f32], buf: &mut [f32]) {
+        let mean = self.bytes(SLOT_INPUT_MEAN);
+        let scale = self.bytes(SLOT_INPUT_SCALE);
+        for (j, (x, s)) in buf.iter_mut().zip(state).enumerate() {
+            *x = (s - le_at(mean, j)) * le_at(scale, j);
+        }
+    }
+
     /// Runs the convolutions on the image `state` (`[C, H, W]`, raw values), leaving
     /// the flattened last feature map (`[H', W', C']`) at the front of `buf`, where the
     /// linear layers read their input.
@@ -1345,6 +1439,7 @@ impl<'a> Model<'a> {
     /// values as it gathers them), then one matrix-vector product with the layer's
     /// `[out, 16 * in]` weights gives that pixel's channels: the linear layers' kernel
     /// serves the convolutions too.
+    #[cfg(feature = "images")]
     #[inline(never)]
     fn encode(&self, state: &[f32], patch: &mut [f32], buf: &mut [f32]) -> Result<(), Error> {
         let n = usize::from(self.layout.conv);
@@ -1575,7 +1670,7 @@ impl<'a> Model<'a> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "images"))]
 mod tests {
     use super::parse_shape;
 

@@ -1,5 +1,7 @@
 //! Image models (`laq-value` version 2): loading and validation of the convolutional
-//! part, and evaluation against a plain f64 reference of docs/model-format.md.
+//! part, and evaluation against a plain f64 reference of docs/model-format.md. Without
+//! the `images` feature, `load.rs` checks that such files are refused instead.
+#![cfg(feature = "images")]
 
 mod common;
 

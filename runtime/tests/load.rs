@@ -3,6 +3,8 @@
 
 mod common;
 
+#[cfg(not(feature = "images"))]
+use common::conv;
 use common::{edit_header, join, mlp, split, tiny, with_gate, File, Placed, Tensor};
 use laq_runtime::{Error, Head, Model, MAX_HEADER_LEN};
 
@@ -365,11 +367,14 @@ fn wrong_format_or_version() {
         err(&base().meta("version", "3").to_bytes()),
         Error::UnsupportedFormat
     );
-    // Version 2 is the image format: without its metadata the file is incomplete.
-    assert_eq!(
-        err(&base().meta("version", "2").to_bytes()),
+    // Version 2 is the image format: without its metadata the file is incomplete; a
+    // build without `images` does not read the format at all.
+    let version_2 = if cfg!(feature = "images") {
         Error::InvalidMetadata
-    );
+    } else {
+        Error::UnsupportedFormat
+    };
+    assert_eq!(err(&base().meta("version", "2").to_bytes()), version_2);
     assert_eq!(
         err(&base().without_meta("format").to_bytes()),
         Error::UnsupportedFormat
@@ -381,6 +386,58 @@ fn wrong_format_or_version() {
     let mut no_meta = base();
     no_meta.meta.clear();
     assert_eq!(err(&no_meta.to_bytes()), Error::UnsupportedFormat);
+}
+
+/// Without `images`, image models are refused whole.
+#[cfg(not(feature = "images"))]
+#[test]
+fn image_models_need_the_images_feature() {
+    let fixture = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/tiny_conv.safetensors"
+    ));
+    assert_eq!(err(fixture), Error::UnsupportedFormat);
+    assert!(Error::UnsupportedFormat
+        .to_string()
+        .contains("needs the `images` feature"));
+    let gated = with_gate(
+        conv([2, 4, 4], &[3, 2], &[4, 3], "max_q", 5),
+        32,
+        2,
+        None,
+        "-9",
+    );
+    assert_eq!(err(&gated.to_bytes()), Error::UnsupportedFormat);
+    let mut slot = None;
+    let bytes = conv([3, 8, 8], &[4, 6], &[16, 5], "max_q", 9).to_bytes();
+    assert_eq!(
+        Model::new_checked_in_place(&mut slot, &bytes).err(),
+        Some(Error::UnsupportedFormat)
+    );
+    assert!(slot.is_none());
+}
+
+/// A fully connected file that names image metadata is refused with and without
+/// `images`; one with a convolution's tensor too, without `images` as an image model.
+#[test]
+fn version_1_with_image_parts() {
+    for (key, value) in [("num_conv", "1"), ("input_shape", "[1,1,2]")] {
+        assert_eq!(
+            err(&base().meta(key, value).to_bytes()),
+            Error::InvalidMetadata,
+            "{key}"
+        );
+    }
+    let with_conv = base().tensor(Tensor::f32("conv.0.weight", &[2, 32], &[0.1; 64]));
+    let expected = if cfg!(feature = "images") {
+        Error::UnknownTensor
+    } else {
+        Error::UnsupportedFormat
+    };
+    assert_eq!(err(&with_conv.to_bytes()), expected);
+    // Names that only look like a convolution's are unknown in both builds.
+    let odd = base().tensor(Tensor::f32("conv", &[2], &[0.1; 2]));
+    assert_eq!(err(&odd.to_bytes()), Error::UnknownTensor);
 }
 
 #[test]

@@ -133,6 +133,14 @@ proptest! {
 fn the_unmutated_file_is_valid() {
     let bytes = valid_file();
     assert!(Model::new_checked(&bytes).is_ok());
+    // Without `images` the mutations above check that refusing image files never
+    // panics either.
     let bytes = valid_conv_file();
+    #[cfg(feature = "images")]
     assert_eq!(Model::new_checked(&bytes).map(|m| m.num_conv()), Ok(2));
+    #[cfg(not(feature = "images"))]
+    assert_eq!(
+        Model::new_checked(&bytes).err(),
+        Some(Error::UnsupportedFormat)
+    );
 }

@@ -2,8 +2,10 @@
 //! `grid_guide` in QEMU (mps2-an386, Cortex-M4F) and checks that it reaches the goal
 //! on the optimal path with the same values as the host; then runs `bench_mcu`, which
 //! checks the remaining code paths against the host and prints the performance figures;
-//! and runs `maze_guide` (value-guided motion primitives in the U-maze) and compares its
-//! outcome from every start with `laq::guide` on the host.
+//! runs `bench_image` (the image model, built with the runtime's `images` feature); and
+//! runs `maze_guide` (value-guided motion primitives in the U-maze) and compares its
+//! outcome from every start with `laq::guide` on the host. Measures the runtime's code
+//! size with and without `images` against `laq inspect`'s figures.
 //!
 //! Needs `qemu-system-arm`, the `thumbv7em-none-eabihf` Rust target and `flip-link`
 //! (`.ci/firmware.sh` installs all three), and the trained grid and maze models
@@ -93,28 +95,38 @@ fn maze_model(root: &Path) -> PathBuf {
         .unwrap_or_else(|| root.join("models/maze2d/value.safetensors"))
 }
 
-/// Builds the firmware binaries; returns the directory holding them.
-fn build_firmware(root: &Path) -> PathBuf {
+/// Builds the named firmware binaries, with the runtime's `images` feature if
+/// `images` (otherwise as firmware for fully connected models); returns the directory
+/// holding them.
+///
+/// Both builds write their binaries to the same directory, each replacing only the
+/// binaries it names; tests run in parallel, so each builds only what it runs, and a
+/// binary is run from one build only (`size_*` from both, inside one test).
+fn build_firmware(root: &Path, bins: &[&str], images: bool) -> PathBuf {
     let dir = root.join("firmware-examples");
     let target_dir = dir.join("target");
-    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo
         .current_dir(&dir)
         // The firmware is its own workspace with its own target directory; do not
         // inherit the test's (its lock is held while tests run).
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_BUILD_TARGET")
-        .args([
-            "build",
-            "--release",
-            "--bins",
-            "--target",
-            TARGET,
-            "--target-dir",
-        ])
-        .arg(&target_dir)
+        .args(["build", "--release", "--target", TARGET, "--target-dir"])
+        .arg(&target_dir);
+    if images {
+        cargo.args(["--features", "images"]);
+    }
+    for bin in bins {
+        cargo.args(["--bin", bin]);
+    }
+    let status = cargo
         .status()
         .expect("run cargo build for firmware-examples");
-    assert!(status.success(), "building firmware-examples failed");
+    assert!(
+        status.success(),
+        "building firmware-examples ({bins:?}, images: {images}) failed"
+    );
     target_dir.join(TARGET).join("release")
 }
 
@@ -160,7 +172,7 @@ fn run_qemu(elf: &Path, extra: &[&str], timeout: Duration) -> (bool, String) {
 fn grid_guide_runs_in_qemu() {
     let root = repo_root();
     require_prerequisites(&root);
-    let bin = build_firmware(&root);
+    let bin = build_firmware(&root, &["grid_guide", "bench_mcu"], false);
 
     let (ok, out) = run_qemu(&bin.join("grid_guide"), &[], Duration::from_secs(60));
     println!("{out}");
@@ -184,8 +196,8 @@ fn grid_guide_runs_in_qemu() {
         "{out}"
     );
 
-    // Instruction counts need -icount; the run also checks the int8, one_norm/density,
-    // unaligned and image-model (convolution) paths on the target against the host.
+    // Instruction counts need -icount; the run also checks the int8, one_norm/density
+    // and unaligned paths on the target against the host.
     let (ok, out) = run_qemu(
         &bin.join("bench_mcu"),
         &["-icount", "shift=0"],
@@ -194,10 +206,31 @@ fn grid_guide_runs_in_qemu() {
     println!("{out}");
     assert!(ok, "bench_mcu exited with failure:\n{out}");
     assert!(
-        out.contains("image model (3x32x32, convolutions 16-32-32, 512-128-8) matches the host exactly: true"),
+        out.contains("unaligned (byte-wise) grid model matches the host exactly: true"),
         "{out}"
     );
     assert!(out.contains("bench_mcu: PASS"), "{out}");
+}
+
+/// The image model (convolutions) on the target, with the runtime's `images` feature:
+/// V equals the host's exactly.
+#[test]
+fn image_model_runs_in_qemu() {
+    let root = repo_root();
+    require_prerequisites(&root);
+    let bin = build_firmware(&root, &["bench_image"], true);
+    let (ok, out) = run_qemu(
+        &bin.join("bench_image"),
+        &["-icount", "shift=0"],
+        Duration::from_secs(120),
+    );
+    println!("{out}");
+    assert!(ok, "bench_image exited with failure:\n{out}");
+    assert!(
+        out.contains("image model (3x32x32, convolutions 16-32-32, 512-128-8) matches the host exactly: true"),
+        "{out}"
+    );
+    assert!(out.contains("bench_image: PASS"), "{out}");
 }
 
 /// The token after `key` in a whitespace-separated line.
@@ -222,7 +255,7 @@ fn maze_guide_runs_in_qemu() {
 
     let root = repo_root();
     require_prerequisites(&root);
-    let bin = build_firmware(&root);
+    let bin = build_firmware(&root, &["maze_guide"], false);
     let (ok, out) = run_qemu(
         &bin.join("maze_guide"),
         &["-icount", "shift=0"],
@@ -341,20 +374,41 @@ fn code_bytes(elf: &Path) -> usize {
 }
 
 /// The runtime's flash for load + evaluate (`size_eval` minus `size_base`) stays within
-/// the figure `laq inspect` adds to a model's size when it checks an MCU budget.
+/// the figures `laq inspect` adds to a model's size when it checks an MCU budget: built
+/// without `images` (firmware for fully connected models) and with it (image models).
+/// Both builds are measured here, one after the other: no other test builds the
+/// `size_*` binaries.
 #[test]
 fn runtime_code_fits_the_inspect_figure() {
+    use laq::inspect::{RUNTIME_FLASH_BYTES_IMAGES, RUNTIME_FLASH_BYTES_MLP};
     let root = repo_root();
     require_prerequisites(&root);
-    let bin = build_firmware(&root);
-    let runtime = code_bytes(&bin.join("size_eval")) - code_bytes(&bin.join("size_base"));
+    let measure = |images: bool| {
+        let bin = build_firmware(&root, &["size_base", "size_eval"], images);
+        code_bytes(&bin.join("size_eval")) - code_bytes(&bin.join("size_base"))
+    };
+    let mlp = measure(false);
+    let images = measure(true);
     println!(
-        "runtime code for load + evaluate: {runtime} B (laq inspect assumes {} B)",
-        laq::inspect::RUNTIME_FLASH_BYTES
+        "runtime code for load + evaluate: {mlp} B without `images` (laq inspect assumes \
+         {RUNTIME_FLASH_BYTES_MLP} B), {images} B with it (laq inspect assumes \
+         {RUNTIME_FLASH_BYTES_IMAGES} B)"
     );
-    assert!(runtime > 1000, "implausible measurement: {runtime} B");
+    assert!(mlp > 1000, "implausible measurement: {mlp} B");
     assert!(
-        runtime <= laq::inspect::RUNTIME_FLASH_BYTES,
-        "the runtime grew to {runtime} B: update laq::inspect::RUNTIME_FLASH_BYTES and docs/runtime.md"
+        mlp <= RUNTIME_FLASH_BYTES_MLP,
+        "the runtime without `images` grew to {mlp} B: update \
+         laq::inspect::RUNTIME_FLASH_BYTES_MLP and docs/runtime.md"
+    );
+    assert!(
+        images <= RUNTIME_FLASH_BYTES_IMAGES,
+        "the runtime with `images` grew to {images} B: update \
+         laq::inspect::RUNTIME_FLASH_BYTES_IMAGES and docs/runtime.md"
+    );
+    // The feature is what keeps the convolutions (about 1.7 KB) out of firmware for
+    // fully connected models.
+    assert!(
+        mlp + 1000 < images,
+        "firmware without `images` ({mlp} B) carries the image code ({images} B with it)"
     );
 }

@@ -8,18 +8,34 @@ use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Flash taken by the runtime's code for loading a model and evaluating it, on a
-/// Cortex-M4F: 10 440 B when loading with `Model::new_checked` (9 504 B with
-/// `new_checked_in_place`, as `size_eval` in firmware-examples; docs/runtime.md). The
-/// same code evaluates fully connected and image models (the convolutions are part of
-/// it). The firmware test measures `size_eval` again and fails if it grows past this
-/// figure.
-pub const RUNTIME_FLASH_BYTES: usize = 10_440;
+/// Flash taken by the runtime's code for loading a fully connected model and evaluating
+/// it, on a Cortex-M4F, built without the runtime's `images` feature: 8 584 B when
+/// loading with `Model::new_checked` (7 744 B with `new_checked_in_place`, as `size_eval`
+/// in firmware-examples; docs/runtime.md). The firmware test measures `size_eval` again
+/// and fails if it grows past this figure.
+pub const RUNTIME_FLASH_BYTES_MLP: usize = 8_584;
+/// The same for image models, which need the `images` feature (the convolutions and the
+/// version 2 checks): 10 400 B with `Model::new_checked`, 9 480 B with
+/// `new_checked_in_place`. Checked by the firmware test like
+/// [`RUNTIME_FLASH_BYTES_MLP`].
+pub const RUNTIME_FLASH_BYTES_IMAGES: usize = 10_400;
 /// Stack used on a Cortex-M4F (painted-stack measurements of `bench_mcu`): 2 096 B for
 /// loading the grid model, `select` over 8 moves and shaping, its 520 B of scratch and
-/// the report included; loading and evaluating an image model takes 904 B besides its
-/// scratch. The footprint adds it to the scratch as a margin.
+/// the report included, with the `images` feature (1 992 B without: a smaller `Model`);
+/// loading and evaluating an image model takes 904 B besides its scratch
+/// (`bench_image`). The footprint adds it to the scratch as a margin, the larger figure
+/// for both kinds of model.
 pub const RUNTIME_STACK_BYTES: usize = 2_096;
+
+/// The runtime code a model needs: firmware for fully connected models is built
+/// without the image code.
+pub fn runtime_flash_bytes(image_model: bool) -> usize {
+    if image_model {
+        RUNTIME_FLASH_BYTES_IMAGES
+    } else {
+        RUNTIME_FLASH_BYTES_MLP
+    }
+}
 
 /// A microcontroller's memory budget in bytes.
 #[derive(Clone, Copy, Debug)]
@@ -77,7 +93,8 @@ fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<(String,
         .collect();
     let scratch_bytes = m.scratch_len() * 4;
     let ram = scratch_bytes + RUNTIME_STACK_BYTES;
-    let flash = size + RUNTIME_FLASH_BYTES;
+    let runtime_code = runtime_flash_bytes(m.num_conv() > 0);
+    let flash = size + runtime_code;
     let mut j = json!({
         "kind": "model",
         "file": path.display().to_string(),
@@ -96,7 +113,8 @@ fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<(String,
         "density_gate": m.has_density_gate(),
         "info": vm.info,
         "footprint": {
-            "flash_bytes": flash, "model_bytes": size, "runtime_code_bytes": RUNTIME_FLASH_BYTES,
+            "flash_bytes": flash, "model_bytes": size, "runtime_code_bytes": runtime_code,
+            "runtime_features": if m.num_conv() > 0 { json!(["images"]) } else { json!([]) },
             "ram_bytes": ram, "scratch_bytes": scratch_bytes, "stack_bytes": RUNTIME_STACK_BYTES,
         },
     });
@@ -168,10 +186,15 @@ fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<(String,
         let info: Vec<String> = vm.info.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(s, "  info: {}", info.join(", "));
     }
+    let runtime_build = if m.num_conv() > 0 {
+        "with the runtime's `images` feature"
+    } else {
+        "without the runtime's `images` feature"
+    };
     let _ = writeln!(
         s,
-        "  footprint on a Cortex-M4F: flash {flash} B (model {size} + runtime code {RUNTIME_FLASH_BYTES}), \
-         RAM {ram} B (scratch {scratch_bytes} + stack {RUNTIME_STACK_BYTES})"
+        "  footprint on a Cortex-M4F: flash {flash} B (model {size} + runtime code {runtime_code}, \
+         {runtime_build}), RAM {ram} B (scratch {scratch_bytes} + stack {RUNTIME_STACK_BYTES})"
     );
     if let Some(b) = budget {
         let fits_flash = flash <= b.flash;
@@ -397,6 +420,21 @@ mod tests {
         assert_eq!(j["version"], 1);
         assert_eq!(j["input_shape"], Value::Null);
         assert!(!text.contains("conv 0"), "{text}");
+        // A fully connected model needs the smaller runtime, without the image code.
+        let size = std::fs::metadata(&p).unwrap().len() as usize;
+        assert_eq!(
+            j["footprint"]["runtime_code_bytes"],
+            RUNTIME_FLASH_BYTES_MLP
+        );
+        assert_eq!(
+            j["footprint"]["flash_bytes"],
+            size + RUNTIME_FLASH_BYTES_MLP
+        );
+        assert_eq!(j["footprint"]["runtime_features"], json!([]));
+        assert!(
+            text.contains("without the runtime's `images` feature"),
+            "{text}"
+        );
         let (_, j) = inspect(
             &p,
             Some(Budget {
@@ -458,7 +496,17 @@ mod tests {
         let scratch = 4 * (3072 + 512 + 4096 + 2048);
         assert_eq!(j["footprint"]["scratch_bytes"], scratch);
         assert_eq!(j["footprint"]["ram_bytes"], scratch + RUNTIME_STACK_BYTES);
-        assert_eq!(j["footprint"]["flash_bytes"], size + RUNTIME_FLASH_BYTES);
+        assert_eq!(
+            j["footprint"]["flash_bytes"],
+            size + RUNTIME_FLASH_BYTES_IMAGES
+        );
+        assert_eq!(j["footprint"]["runtime_features"], json!(["images"]));
+        assert!(
+            text.contains(&format!(
+                "runtime code {RUNTIME_FLASH_BYTES_IMAGES}, with the runtime's `images` feature"
+            )),
+            "{text}"
+        );
         for line in [
             "version 2",
             "3x32x32 images",

@@ -4,11 +4,12 @@
 //! Run under `qemu-system-arm ... -icount shift=0` (see docs/runtime.md): SysTick then
 //! counts virtual time that is proportional to executed instructions, calibrated here
 //! with a loop of known length. Reports instructions per inference and per
-//! multiply-accumulate (MAC) for the grid model and a 4-128-128-8 MLP (f32 and int8),
-//! and for an image model (3x32x32, three convolutions, 512-128-8).
+//! multiply-accumulate (MAC) for the grid model and a 4-128-128-8 MLP (f32 and int8).
 //! Checks against values the build script computed on the host: the int8 model, a
-//! `one_norm` model with a density gate, the grid model loaded from an unaligned
-//! address (byte-wise path) and the image model. Exits with failure on any mismatch.
+//! `one_norm` model with a density gate and the grid model loaded from an unaligned
+//! address (byte-wise path). Exits with failure on any mismatch. Built without the
+//! `images` feature, like firmware for fully connected models; `bench_image` covers
+//! image models.
 #![no_std]
 #![no_main]
 
@@ -31,10 +32,6 @@ static BENCH_I8: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
 static ONE_NORM: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
     env!("OUT_DIR"),
     "/one_norm.safetensors"
-)));
-static CONV: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
-    env!("OUT_DIR"),
-    "/conv.safetensors"
 )));
 
 const SCRATCH: usize = max(max(BENCH_SCRATCH, GRID_SCRATCH), ONE_NORM_SCRATCH);
@@ -63,26 +60,6 @@ fn runtime_work() -> Option<usize> {
     let shaped = model.shaped_reward(&state, Default::default(), &[3.0, 3.0], &mut scratch);
     core::hint::black_box(shaped).ok()?;
     Some(best)
-}
-
-/// Times `RUNS` evaluations of `state`; returns (instructions per inference, value).
-fn time(
-    model: &Model<'_>,
-    state: &[f32],
-    scratch: &mut [f32],
-    per_tick: f32,
-    overhead: u32,
-) -> (f32, f32) {
-    let mut v = 0.0;
-    let t0 = systick::now();
-    for _ in 0..RUNS {
-        v = model
-            .value(core::hint::black_box(state), scratch)
-            .unwrap_or(f32::NAN);
-    }
-    let t1 = systick::now();
-    let ticks = systick::elapsed(t0, t1).saturating_sub(overhead);
-    (ticks as f32 * per_tick / RUNS as f32, v)
 }
 
 fn close(a: f32, b: f32) -> bool {
@@ -114,7 +91,8 @@ fn bench(per_tick: f32, overhead: u32) -> bool {
             hprintln!("{}: failed to load", name);
             return false;
         };
-        let (per_inference, v) = time(&model, state, &mut scratch, per_tick, overhead);
+        let (per_inference, v) =
+            systick::time_value(&model, state, &mut scratch, (per_tick, overhead), RUNS);
         let macs = model.macs() as f32;
         let matches = close(v, host);
         ok &= matches;
@@ -185,55 +163,6 @@ fn check_unaligned() -> bool {
     ok
 }
 
-/// Pixel `k` of the image model's test image (the build script's formula).
-fn conv_pixel(k: usize) -> f32 {
-    ((k * 37 + 11) % 256) as f32
-}
-
-/// The image model on the target: V equals the host's exactly (the same kernel on the
-/// gathered patches, bit-identical to the portable code), and its instruction count.
-/// The image and the scratch are statics: 12 KB and 38 KB, more than the painted
-/// stack. Returns (ok, stack bytes used by load + one evaluation).
-fn check_conv(per_tick: f32, overhead: u32) -> (bool, usize) {
-    let (Some(image), Some(scratch)) = (
-        cortex_m::singleton!(: [f32; CONV_DIM] = [0.0; CONV_DIM]),
-        cortex_m::singleton!(: [f32; CONV_SCRATCH] = [0.0; CONV_SCRATCH]),
-    ) else {
-        return (false, 0);
-    };
-    for (k, p) in image.iter_mut().enumerate() {
-        *p = conv_pixel(k);
-    }
-    let painted = stack::paint();
-    let first = Model::new_checked(core::hint::black_box(&CONV.0))
-        .and_then(|m| m.value(core::hint::black_box(&image[..]), &mut scratch[..]));
-    let used = stack::high_water(painted);
-    let t0 = systick::now();
-    let model = Model::new_checked(core::hint::black_box(&CONV.0));
-    let load = systick::elapsed(t0, systick::now()) as f32 * per_tick;
-    let Ok(model) = model else {
-        hprintln!("conv model failed to load");
-        return (false, used);
-    };
-    let macs = model.macs() as f32;
-    let (per_inference, v) = time(&model, &image[..], &mut scratch[..], per_tick, overhead);
-    let ok = first == Ok(CONV_V) && v == CONV_V;
-    hprintln!(
-        "{:<21} {:>6} MACs {:>8.0} instr/inference {:>5.2} instr/MAC  load {:>7.0} instr  V ok: {}",
-        "conv 3x32x32 16-32-32",
-        model.macs(),
-        per_inference,
-        per_inference / macs,
-        load,
-        ok
-    );
-    hprintln!(
-        "image model (3x32x32, convolutions 16-32-32, 512-128-8) matches the host exactly: {}",
-        ok
-    );
-    (ok, used)
-}
-
 #[entry]
 fn main() -> ! {
     let Some(mut p) = cortex_m::Peripherals::take() else {
@@ -258,23 +187,16 @@ fn main() -> ! {
     let mut ok = bench(per_tick, overhead);
     ok &= check_one_norm();
     ok &= check_unaligned();
-    let (conv_ok, conv_stack) = check_conv(per_tick, overhead);
-    ok &= conv_ok;
     ok &= work == Some(7);
     hprintln!(
         "stack used by load + select (8 moves) + shaping, incl. scratch and report: {} bytes",
         used
     );
     hprintln!(
-        "stack used by load + evaluation of the image model, scratch excluded: {} bytes",
-        conv_stack
-    );
-    hprintln!(
-        "RAM: Model {} B, Candidate {} B, grid scratch {} B, image model scratch {} B (static RAM used by the runtime: 0 B)",
+        "RAM: Model {} B, Candidate {} B, grid scratch {} B (static RAM used by the runtime: 0 B)",
         core::mem::size_of::<Model<'static>>(),
         core::mem::size_of::<Candidate>(),
-        GRID_SCRATCH * 4,
-        CONV_SCRATCH * 4
+        GRID_SCRATCH * 4
     );
     hprintln!("bench_mcu: {}", if ok { "PASS" } else { "FAIL" });
     exit(ok)
