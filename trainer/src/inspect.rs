@@ -241,6 +241,10 @@ fn dataset(path: &Path) -> Result<(String, Value)> {
     let d = Dataset::load(path)?;
     let n = d.len();
     let dim = d.obs_dim();
+    let storage = match d.observations.storage() {
+        crate::data::ObsStorage::F32 => "f32",
+        crate::data::ObsStorage::U8 => "u8",
+    };
     let mut problems: Vec<String> = vec![];
     // Within an episode, the next observation should be the following row's observation;
     // a mismatch means the rows are not in time order or episodes are not marked.
@@ -312,6 +316,7 @@ fn dataset(path: &Path) -> Result<(String, Value)> {
         "file": path.display().to_string(),
         "transitions": n,
         "obs_shape": d.obs_shape,
+        "obs_dtype": storage,
         "obs_min": if dim <= 64 { json!(lo) } else { json!(null) },
         "obs_max": if dim <= 64 { json!(hi) } else { json!(null) },
         "rewards": {"min": rmin, "max": rmax, "mean": rmean, "nonzero": rewarded},
@@ -326,8 +331,10 @@ fn dataset(path: &Path) -> Result<(String, Value)> {
     let _ = writeln!(s, "{}: dataset, {n} transitions", path.display());
     let _ = writeln!(
         s,
-        "  observation shape {:?} ({dim} values, f32)",
-        d.obs_shape
+        "  observation shape {:?} ({dim} values, {}; {:.1} MB in memory)",
+        d.obs_shape,
+        storage,
+        d.obs_memory_bytes() as f64 / 1e6
     );
     if dim <= 16 {
         for j in 0..dim {

@@ -14,6 +14,28 @@ use std::path::PathBuf;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Writes to standard output; a reader that went away (`laq inspect FILE | head`) ends
+/// the program quietly instead of with a panic, like other command-line tools.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout(), $($t)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            return Err(e.into());
+        }
+    }};
+}
+
+/// [`out!`] with a newline.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        out!($($t)*);
+        out!("\n");
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "laq",
@@ -423,10 +445,10 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
                 Some(d) => TrainConfig::for_data(&Dataset::load(&d)?),
                 None => TrainConfig::default(),
             };
-            println!(
+            outln!(
                 "# laq training settings; `laq train --config FILE` reads them and flags override."
             );
-            print!("{}", cfg.to_toml()?);
+            out!("{}", cfg.to_toml()?);
         }
         Cmd::Inspect {
             file,
@@ -443,9 +465,9 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
             };
             let (text, j) = laq::inspect::inspect(&file, budget)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&j)?);
+                outln!("{}", serde_json::to_string_pretty(&j)?);
             } else {
-                print!("{text}");
+                out!("{text}");
             }
             if j["budget"]["fits"] == false {
                 std::process::exit(3);
@@ -483,7 +505,7 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
             m.save(&out, int8)?;
             log::info!("wrote {}", out.display());
             if let Some(d) = &data {
-                println!("{}", laq::predict::compare(&model, &out, d)?);
+                outln!("{}", laq::predict::compare(&model, &out, d)?);
             }
         }
         Cmd::Reproduce {
@@ -506,8 +528,8 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
             let (_, report) = laq::reproduce::gridworld(&out, &study, device)?;
-            print!("{report}");
-            println!("metrics: {}", out.join("metrics.json").display());
+            out!("{report}");
+            outln!("metrics: {}", out.join("metrics.json").display());
         }
         Cmd::Reproduce {
             study:
@@ -544,8 +566,8 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
             let (_, report) = laq::reproduce::nav(&out, &cfg, device)?;
-            print!("{report}");
-            println!("metrics: {}", out.join("metrics.json").display());
+            out!("{report}");
+            outln!("metrics: {}", out.join("metrics.json").display());
         }
         Cmd::Reproduce {
             study:
@@ -586,8 +608,8 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
             let (_, report) = laq::reproduce::maze2d(&out, &study, device)?;
-            print!("{report}");
-            println!("metrics: {}", out.join("metrics.json").display());
+            out!("{report}");
+            outln!("metrics: {}", out.join("metrics.json").display());
         }
         Cmd::Convert {
             input,
@@ -612,7 +634,7 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
             } else {
                 laq::bench::run(quick, img, device)?
             };
-            print!("{report}");
+            out!("{report}");
             if let Some(p) = json {
                 laq::io::write_text(&p, &serde_json::to_string_pretty(&v)?)?;
             }
@@ -757,8 +779,8 @@ fn train_cmd(a: &TrainArgs, device: &candle_core::Device) -> Result<()> {
         &data_path.display().to_string(),
     )?;
     ckpt.finish()?;
-    print!("{}", std::fs::read_to_string(out.join("summary.txt"))?);
-    println!("wrote {}", out.display());
+    out!("{}", std::fs::read_to_string(out.join("summary.txt"))?);
+    outln!("wrote {}", out.display());
     Ok(())
 }
 
@@ -772,8 +794,8 @@ fn convert_cmd(
 ) -> Result<()> {
     let opts = laq::import::ImportOptions { obs_keys };
     let imported = laq::import::convert(input, from, &opts, out)?;
-    print!("{}", imported.summary());
-    println!(
+    out!("{}", imported.summary());
+    outln!(
         "wrote {} transitions to {}",
         imported.data.len(),
         out.display()

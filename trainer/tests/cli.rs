@@ -866,3 +866,20 @@ fn image_datasets_train_predict_and_inspect() {
         "{err}"
     );
 }
+
+/// `laq ... | head` closes the pipe early: the program ends quietly, without a panic.
+#[test]
+fn a_closed_stdout_pipe_is_not_a_panic() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_laq"))
+        .args(["config", "default"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the program writes anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{err}");
+}
