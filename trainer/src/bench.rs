@@ -91,6 +91,60 @@ fn mining_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)
     Ok((ours, baseline))
 }
 
+/// A random Double-DQN batch: states, next states, labels, rewards (every 7th is 1) and
+/// terminals (the rewarded rows).
+struct RandomBatch {
+    s: Vec<f32>,
+    s2: Vec<f32>,
+    a: Vec<u32>,
+    r: Vec<f32>,
+    t: Vec<bool>,
+}
+
+impl RandomBatch {
+    fn new(rng: &mut ChaCha8Rng, b: usize, d: usize, k: usize) -> Self {
+        let s = random(rng, b * d);
+        let s2 = random(rng, b * d);
+        let a = (0..b).map(|_| rng.random_range(0..k as u32)).collect();
+        let r: Vec<f32> = (0..b).map(|i| (i % 7 == 0) as u32 as f32).collect();
+        let t = r.iter().map(|&x| x > 0.0).collect();
+        RandomBatch { s, s2, a, r, t }
+    }
+
+    fn batch(&self) -> Batch<'_> {
+        Batch {
+            s: &self.s,
+            s2: &self.s2,
+            a: &self.a,
+            r: &self.r,
+            terminal: &self.t,
+        }
+    }
+}
+
+/// Median ms of one Double-DQN Adam step of `net` (plain TD loss), with
+/// `(warmup, iters, reps)` as in [`time_ms`].
+fn time_dqn(
+    net: &qlearn::QModel,
+    target: &qlearn::QModel,
+    opt: &mut Adam,
+    batch: &Batch,
+    (warmup, iters, reps): (usize, usize, usize),
+    device: &Device,
+) -> Result<f64> {
+    let losses = qlearn::Losses {
+        imitation: None,
+        cql_alpha: 0.0,
+    };
+    time_ms_on(
+        || qlearn::dqn_step(net, target, opt, batch, 0.99, (0.0, 1.0), &losses, device).map(|_| ()),
+        warmup,
+        iters,
+        reps,
+        device,
+    )
+}
+
 /// The Maze2D Q-network of the paper (4-128-128-8, batch 16), one Double-DQN Adam step.
 fn dqn_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -102,40 +156,17 @@ fn dqn_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)> {
     let (tvm, tvb) = nn::new_varmap(device);
     let target = qlearn::QModel::Mlp(Mlp::new(tvb, &dims)?);
     nn::copy_vars(&vm, &tvm)?;
-    let s = random(&mut rng, b * d);
-    let s2 = random(&mut rng, b * d);
-    let a: Vec<u32> = (0..b).map(|_| rng.random_range(0..k as u32)).collect();
-    let r: Vec<f32> = (0..b).map(|i| (i % 7 == 0) as u32 as f32).collect();
-    let t: Vec<bool> = r.iter().map(|&x| x > 0.0).collect();
-    let batch = Batch {
-        s: &s,
-        s2: &s2,
-        a: &a,
-        r: &r,
-        terminal: &t,
-    };
+    let rb = RandomBatch::new(&mut rng, b, d, k);
     let mut opt = Adam::new(&vm, 1e-4, 0.0)?;
-    let ours = time_ms(
-        || {
-            qlearn::dqn_step(
-                &net,
-                &target,
-                &mut opt,
-                &batch,
-                0.99,
-                (0.0, 1.0),
-                &qlearn::Losses {
-                    imitation: None,
-                    cql_alpha: 0.0,
-                },
-                device,
-            )
-            .map(|_| ())
-        },
-        20,
-        iters,
-        reps,
+    let ours = time_dqn(
+        &net,
+        &target,
+        &mut opt,
+        &rb.batch(),
+        (20, iters, reps),
+        device,
     )?;
+    let RandomBatch { s, s2, a, r, t } = rb;
     let mut stock = AdamW::new(
         vm.all_vars(),
         ParamsAdamW {
@@ -232,38 +263,14 @@ fn conv_steps(iters: usize, reps: usize, img: ImageBench, device: &Device) -> Re
     let (tvm, tvb) = nn::new_varmap(device);
     let target = build(tvb)?;
     nn::copy_vars(&vm, &tvm)?;
-    let (sh, s2h) = (random(&mut rng, b * d), random(&mut rng, b * d));
-    let a: Vec<u32> = (0..b).map(|_| rng.random_range(0..k as u32)).collect();
-    let r: Vec<f32> = (0..b).map(|i| (i % 7 == 0) as u32 as f32).collect();
-    let t: Vec<bool> = r.iter().map(|&x| x > 0.0).collect();
-    let batch = Batch {
-        s: &sh,
-        s2: &s2h,
-        a: &a,
-        r: &r,
-        terminal: &t,
-    };
+    let rb = RandomBatch::new(&mut rng, b, d, k);
     let mut opt = Adam::new(&vm, 5e-4, 0.0)?;
-    let dqn = time_ms_on(
-        || {
-            qlearn::dqn_step(
-                &net,
-                &target,
-                &mut opt,
-                &batch,
-                0.99,
-                (0.0, 1.0),
-                &qlearn::Losses {
-                    imitation: None,
-                    cql_alpha: 0.0,
-                },
-                device,
-            )
-            .map(|_| ())
-        },
-        3,
-        iters,
-        reps,
+    let dqn = time_dqn(
+        &net,
+        &target,
+        &mut opt,
+        &rb.batch(),
+        (3, iters, reps),
         device,
     )?;
     Ok((mine, dqn))
