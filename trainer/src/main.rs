@@ -424,16 +424,25 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
                 frames,
                 ..Default::default()
             };
-            let data = laq::envs::nav::Nav::branching()?.generate(&cfg, seed)?;
+            use laq::envs::nav::{Goal, Kind, Nav};
+            let data = Nav::branching()?.generate(&cfg, seed)?;
+            for kind in Kind::ALL {
+                let eps: Vec<_> = data.episodes.iter().filter(|e| e.kind == kind).collect();
+                let at = |g: Option<Goal>| eps.iter().filter(|e| e.goal == g).count();
+                log::info!(
+                    "{kind:?}: {} episodes, mean length {:.1}, ended at G_near {}, G_far {}, \
+                     cut at the step limit {}",
+                    eps.len(),
+                    eps.iter().map(|e| e.len).sum::<usize>() as f64 / eps.len().max(1) as f64,
+                    at(Some(Goal::Near)),
+                    at(Some(Goal::Far)),
+                    at(None)
+                );
+            }
             let (n, shape) = (data.len(), data.obs_shape.clone());
-            let reached: [usize; 2] = [laq::envs::nav::Goal::Near, laq::envs::nav::Goal::Far]
-                .map(|g| data.episodes.iter().filter(|e| e.goal == Some(g)).count());
             laq::data::write_arrays(&out, &data.into_arrays())?;
             log::info!(
-                "wrote {n} transitions of {shape:?} u8 frames from {episodes} episodes \
-                 ({} reached G_near, {} G_far) to {}",
-                reached[0],
-                reached[1],
+                "wrote {n} transitions of {shape:?} u8 frames from {episodes} episodes to {}",
                 out.display()
             );
         }
@@ -545,9 +554,6 @@ fn run(cmd: Cmd, device: &candle_core::Device) -> Result<()> {
                     spl_episodes,
                 },
         } => {
-            if matches!(q, laq::qlearn::QKind::Auto | laq::qlearn::QKind::Tabular) {
-                anyhow::bail!("--q must be dqn, bcq or cql: the states are images");
-            }
             let mut cfg = laq::navstudy::NavStudyConfig {
                 episodes,
                 size,

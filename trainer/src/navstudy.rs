@@ -119,14 +119,27 @@ pub struct NavRun {
     pub study: NavStudy,
     /// The dataset the models were trained on.
     pub data: Dataset,
-    /// Per label source: the trained models and the value map with guided paths.
-    pub sources: Vec<(String, Trained, Heatmap)>,
+    /// Per label source, in the order asked for.
+    pub sources: Vec<SourceRun>,
+}
+
+/// One label source's run: its settings, what it trained and its value map.
+pub struct SourceRun {
+    pub source: LabelSource,
+    /// The settings it trained with (`cfg.train` with this source's labels).
+    pub config: TrainConfig,
+    pub trained: Trained,
+    /// V over the maze with the guided paths.
+    pub map: Heatmap,
 }
 
 /// Runs the study.
 pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
     if cfg.sources.is_empty() {
         bail!("the navigation study needs at least one label source");
+    }
+    if !matches!(cfg.train.q, QKind::Dqn | QKind::Bcq | QKind::Cql) {
+        bail!("the navigation study's Q-learning must be dqn, bcq or cql: the states are images");
     }
     let env = Nav::branching()?;
     let t = Instant::now();
@@ -183,9 +196,6 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         let t = Instant::now();
         let mut tc = cfg.train.clone();
         tc.labels = source;
-        if matches!(tc.q, QKind::Auto | QKind::Tabular) {
-            tc.q = QKind::Dqn;
-        }
         let trained = train::train(&data, &tc, device)
             .with_context(|| format!("label source `{}`", source.key()))?;
         let q = trained
@@ -240,10 +250,15 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
             r.seconds
         );
         methods.insert(source.key().to_string(), r);
-        sources.push((source.key().to_string(), trained, map));
+        sources.push(SourceRun {
+            source,
+            config: tc,
+            trained,
+            map,
+        });
     }
     // Sources in the order asked for.
-    sources.sort_by_key(|(k, _, _)| cfg.sources.iter().position(|s| s.key() == k));
+    sources.sort_by_key(|r| cfg.sources.iter().position(|&s| s == r.source));
     let study = NavStudy {
         methods,
         reference_vs_optimal,
@@ -533,7 +548,7 @@ mod tests {
         assert_eq!(r.methods["gt"].purity, 1.0);
         assert!(r.report().contains("latent"));
         assert_eq!(run.sources.len(), 2);
-        let map = &run.sources[0].2;
+        let map = &run.sources[0].map;
         assert!(map.values.iter().any(|v| v.is_some()) && map.values.iter().any(|v| v.is_none()));
         assert!(map.paths.iter().all(|p| !p.is_empty()));
         assert!(!map.to_png().unwrap().is_empty());
