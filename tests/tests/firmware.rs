@@ -4,7 +4,7 @@
 //! checks the remaining code paths against the host and prints the performance figures;
 //! runs `bench_image` (the image model, built with the runtime's `images` feature); and
 //! runs `maze_guide` (value-guided motion primitives in the U-maze) and compares its
-//! outcome from every start with `laq::guide` on the host. Measures the runtime's code
+//! outcome from every start with `laq::studies::guidance` on the host. Measures the runtime's code
 //! size with and without `images` against `laq inspect`'s figures.
 //!
 //! Needs `qemu-system-arm`, the `thumbv7em-none-eabihf` Rust target and `flip-link`
@@ -251,7 +251,7 @@ fn num(line: &str, key: &str) -> f32 {
 fn maze_guide_runs_in_qemu() {
     use laq::envs::maze2d::Maze;
     use laq::envs::unicycle::Pose;
-    use laq::guide::{self, GuideConfig, Policy, Selector};
+    use laq::studies::guidance::{self, GuideConfig, Policy, Selector};
 
     let root = repo_root();
     require_prerequisites(&root);
@@ -286,14 +286,14 @@ fn maze_guide_runs_in_qemu() {
     );
     assert_eq!(num(config, "wall_margin"), cfg.wall_margin, "{config}");
 
-    // The same starts through `laq::guide` (std's sin and cos, not libm's, so positions
+    // The same starts through `laq::studies::guidance` (std's sin and cos, not libm's, so positions
     // may differ in the last bits): the same outcome per start, decision counts within
     // 2, the same geodesic shortest path.
     let maze = Maze::named("umaze").expect("umaze");
     let bytes = std::fs::read(maze_model(&root)).expect("read the maze model");
     let model = laq_runtime::Model::new_checked(&bytes).expect("valid maze model");
     let selector = Selector::Value(model);
-    let geodesic = guide::Geodesic::new(&maze);
+    let geodesic = guidance::Geodesic::new(&maze);
     let starts: Vec<&str> = out.lines().filter(|l| l.starts_with("start ")).collect();
     assert_eq!(starts.len(), 10, "{out}");
     let (mut identical, mut successes) = (0, 0);
@@ -310,7 +310,7 @@ fn maze_guide_runs_in_qemu() {
             (shortest - num(line, "shortest")).abs() < 1e-3,
             "geodesic {shortest} on the host: {line}"
         );
-        let run = guide::run_episode(&maze, Policy::LaqValue, &selector, start, shortest, &cfg)
+        let run = guidance::run_episode(&maze, Policy::LaqValue, &selector, start, shortest, &cfg)
             .expect("host guidance");
         let success: bool = field(line, "success").parse().expect("success");
         let decisions = num(line, "decisions") as usize;
@@ -334,7 +334,7 @@ fn maze_guide_runs_in_qemu() {
         successes += usize::from(success);
     }
     println!(
-        "maze_guide vs laq::guide: {identical} of {} choice sequences identical, {successes} successes",
+        "maze_guide vs laq::studies::guidance: {identical} of {} choice sequences identical, {successes} successes",
         starts.len()
     );
     // The shipped model guides the robot: the host reaches the target from 97 of 100
@@ -380,7 +380,7 @@ fn code_bytes(elf: &Path) -> usize {
 /// `size_*` binaries.
 #[test]
 fn runtime_code_fits_the_inspect_figure() {
-    use laq::inspect::{RUNTIME_FLASH_BYTES_IMAGES, RUNTIME_FLASH_BYTES_MLP};
+    use laq::eval::inspect::{RUNTIME_FLASH_BYTES_IMAGES, RUNTIME_FLASH_BYTES_MLP};
     let root = repo_root();
     require_prerequisites(&root);
     let measure = |images: bool| {
@@ -398,12 +398,12 @@ fn runtime_code_fits_the_inspect_figure() {
     assert!(
         mlp <= RUNTIME_FLASH_BYTES_MLP,
         "the runtime without `images` grew to {mlp} B: update \
-         laq::inspect::RUNTIME_FLASH_BYTES_MLP and docs/runtime.md"
+         laq::eval::inspect::RUNTIME_FLASH_BYTES_MLP and docs/runtime.md"
     );
     assert!(
         images <= RUNTIME_FLASH_BYTES_IMAGES,
         "the runtime with `images` grew to {images} B: update \
-         laq::inspect::RUNTIME_FLASH_BYTES_IMAGES and docs/runtime.md"
+         laq::eval::inspect::RUNTIME_FLASH_BYTES_IMAGES and docs/runtime.md"
     );
     // The feature is what keeps the convolutions (about 1.7 KB) out of firmware for
     // fully connected models.

@@ -1,8 +1,8 @@
 //! int8 export (`laq export --quantize int8`) keeps the grid model's ranking and choices.
 
 use laq::envs::gridworld::GridWorld;
+use laq::export::quantize::calibrate_int8;
 use laq::export::ValueModel;
-use laq::quantize::calibrate_int8;
 use laq_runtime::OwnedModel;
 
 fn grid_values(bytes: Vec<u8>, states: &[[f32; 2]]) -> Vec<f32> {
@@ -46,7 +46,7 @@ fn int8_grid_model_keeps_ranking_and_controller_choice() {
     let vf = grid_values(f32_bytes.clone(), &cells);
     let vq = grid_values(int8_bytes.clone(), &cells);
     let to64 = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
-    let rho = laq::eval::spearman(&to64(&vf), &to64(&vq));
+    let rho = laq::util::stats::spearman(&to64(&vf), &to64(&vq));
     // Calibrated export: int8 for every layer but the last, which is refitted in f32.
     assert!(rho >= 0.999, "Spearman int8 vs f32: {rho}");
 

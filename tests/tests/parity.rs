@@ -96,9 +96,9 @@ fn random_conv_net(
     channels: &[usize],
     hidden: &[usize],
     k: usize,
-) -> laq::qlearn::QNetwork {
-    use laq::conv::ImageShape;
-    use laq::qlearn::{QModel, QNetwork};
+) -> laq::stages::qlearn::QNetwork {
+    use laq::nn::conv::ImageShape;
+    use laq::stages::qlearn::{QModel, QNetwork};
     let [c, h, w] = shape;
     let (vm, vb) = laq::nn::new_varmap(&Device::Cpu);
     let image = ImageShape::new(&shape, channels.len()).unwrap();
@@ -172,7 +172,7 @@ fn runtime_matches_the_trainer_on_random_conv_networks_and_images() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("value.safetensors");
         model.save(&path, false).unwrap();
-        let predicted = laq::predict::values(&path, &data).unwrap();
+        let predicted = laq::eval::predict::values(&path, &data).unwrap();
         for (a, b) in predicted.iter().zip(&trainer) {
             assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{a} vs {b}");
         }

@@ -13,7 +13,7 @@
 
 use anyhow::{bail, Context, Result};
 use laq::envs::maze2d::Maze;
-use laq::guide::{self, GuideConfig};
+use laq::studies::guidance::{self, GuideConfig};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -59,7 +59,7 @@ fn main() -> Result<()> {
         .with_context(|| format!("cannot read {}", args.value.display()))?;
     let t = Instant::now();
     let single =
-        guide::train_single_action_model(&maze, 200_000, 1000, 0, &candle_core::Device::Cpu)?;
+        guidance::train_single_action_model(&maze, 200_000, 1000, 0, &candle_core::Device::Cpu)?;
     eprintln!(
         "trained the single-action model in {:.1} s",
         t.elapsed().as_secs_f64()
@@ -69,11 +69,11 @@ fn main() -> Result<()> {
         ..GuideConfig::default()
     };
     let t = Instant::now();
-    let result = guide::guidance_study(&maze, &value, Some(&single), &cfg, args.seed)?;
-    print!("{}", guide::report(&result));
+    let result = guidance::guidance_study(&maze, &value, Some(&single), &cfg, args.seed)?;
+    print!("{}", guidance::report(&result));
     println!("({:.2} s)", t.elapsed().as_secs_f64());
 
-    let profile = guide::corridor_profile(&maze, &[&value, &single], 0.25)?;
+    let profile = guidance::corridor_profile(&maze, &[&value, &single], 0.25)?;
     println!("\nV at rest along the corridor, far end to target:");
     println!(
         "{:>5} {:>5} {:>9} {:>9} {:>9}",
@@ -93,8 +93,8 @@ fn main() -> Result<()> {
                 drive_length: length,
                 ..cfg.clone()
             };
-            let r = guide::guidance_study(&maze, &value, Some(&single), &cfg, args.seed)?;
-            print!("\n{}", guide::report(&r));
+            let r = guidance::guidance_study(&maze, &value, Some(&single), &cfg, args.seed)?;
+            print!("\n{}", guidance::report(&r));
             sweep.push(serde_json::json!({ "drive_length": length, "policies": r.policies }));
         }
     }
@@ -103,8 +103,8 @@ fn main() -> Result<()> {
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let json = serde_json::json!({ "study": result, "profile": profile, "sweep": sweep });
     let path = args.out.join("guide.json");
-    laq::io::write_atomic(&path, serde_json::to_string(&json)?.as_bytes())?;
-    laq::io::write_atomic(&args.out.join("single.safetensors"), &single)?;
+    laq::util::io::write_atomic(&path, serde_json::to_string(&json)?.as_bytes())?;
+    laq::util::io::write_atomic(&args.out.join("single.safetensors"), &single)?;
     eprintln!("wrote {}", path.display());
     Ok(())
 }

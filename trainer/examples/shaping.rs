@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use laq::envs::maze2d::Maze;
 
-use laq::sac::{self, Body, ShapingConfig};
+use laq::studies::shaping::{self, Body, ShapingConfig};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -92,16 +92,16 @@ fn main() -> Result<()> {
         if let Some(s) = args.seeds {
             cfg.seeds = s;
         }
-        let bar = laq::progress::bar(cfg.total_steps(), body.name());
-        let r = sac::shaping_study(&maze, &bytes, body, &cfg, &bar)?;
+        let bar = laq::util::progress::bar(cfg.total_steps(), body.name());
+        let r = shaping::shaping_study(&maze, &bytes, body, &cfg, &bar)?;
         bar.finish_and_clear();
-        sac::write_figures(&args.out, &maze, &bytes, &r)?;
+        shaping::write_figures(&args.out, &maze, &bytes, &r)?;
         eprintln!("{}: {:.0} s", body.name(), r.seconds);
         results.push(r);
     }
     let wall = clock.elapsed().as_secs_f64();
     let json = serde_json::json!({ "wall_seconds": wall, "studies": results });
-    laq::io::write_text(
+    laq::util::io::write_text(
         &args.out.join("shaping.json"),
         &serde_json::to_string_pretty(&json)?,
     )?;

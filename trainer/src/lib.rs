@@ -2,43 +2,36 @@
 //! mining latent actions and running offline Q-learning on them, then exports V in the
 //! format the `laq-runtime` crate evaluates on microcontrollers.
 //!
-//! Modules follow the pipeline: [`data`] (dataset format), [`envs`] (built-in
-//! environments), [`mining`] (latent actions), [`labels`] (label sources), [`qlearn`]
-//! (tabular and DQN), [`conv`] (networks for image observations), [`eval`] (metrics),
-//! [`export`] (model format), [`quantize`] (int8),
-//! [`train`] (one run), [`guide`] (controller guidance), [`import`] (D4RL and Minari
-//! files), [`checkpoint`] (resumable runs), [`inspect`] (file descriptions),
-//! [`reproduce`] (the paper's studies), [`navstudy`] (the first-person navigation study),
-//! [`bench`] (speed).
+//! The modules are the pipeline, each depending only on those before it:
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`util`] | atomic writes, the safetensors writer, logging, statistics |
+//! | [`data`] | the dataset format, array files, D4RL and Minari import |
+//! | [`envs`] | built-in environments that generate data and know their ground truth |
+//! | [`nn`] | MLP, convolutional networks, Adam, seeded initialisation |
+//! | [`stages`] | label sources and latent-action mining, offline Q-learning, checkpoints |
+//! | [`export`] | the runtime's model format, int8 quantisation |
+//! | [`run`] | one training run: settings, pipeline, run directory, figures |
+//! | [`eval`] | purity, V through the runtime, file descriptions, benchmarks |
+//! | [`rl`] | SAC and TD3+BC, for references and behaviour studies |
+//! | [`studies`] | the paper's studies: grid world, Maze2D, guidance, shaping, navigation |
+//! | [`cli`] | the `laq` command line |
 
 // Numeric loops index several parallel arrays at once; iterator chains would hide that.
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]
 
-pub mod bench;
-pub mod checkpoint;
-pub mod conv;
+pub mod cli;
 pub mod data;
 pub mod envs;
 pub mod eval;
 pub mod export;
-pub mod figures;
-pub mod guide;
-pub mod import;
-pub mod inspect;
-pub mod io;
-pub mod labels;
-pub mod mining;
-pub mod navstudy;
 pub mod nn;
-pub mod plot;
-pub mod predict;
-pub mod progress;
-pub mod qlearn;
-pub mod quantize;
-pub mod reproduce;
-pub mod sac;
-pub mod td3bc;
-pub mod train;
+pub mod rl;
+pub mod run;
+pub mod stages;
+pub mod studies;
+pub mod util;
 
 /// The compute device named on the command line: `cpu` (the default), `cuda` or `cuda:N`
 /// (GPU N, with the `cuda` feature).

@@ -3,4 +3,5 @@
 pub mod gridworld;
 pub mod maze2d;
 pub mod nav;
+pub mod squares;
 pub mod unicycle;

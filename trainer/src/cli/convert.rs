@@ -1,0 +1,37 @@
+//! `laq convert`: a D4RL or Minari file into the dataset format.
+
+use crate::data::import::{self, ImportOptions, Source};
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+/// Arguments of `laq convert`.
+#[derive(Args)]
+pub struct ConvertArgs {
+    /// The HDF5 file, or a Minari dataset directory.
+    pub input: PathBuf,
+    /// Layout of the input.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub from: Source,
+    /// Output: `.npz` or `.safetensors`.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Keys of a dict observation to flatten, in this order (default: every key, sorted).
+    #[arg(long, value_delimiter = ',')]
+    pub obs_keys: Option<Vec<String>>,
+}
+
+/// Converts, then prints what was kept and dropped.
+pub fn run(a: &ConvertArgs) -> Result<()> {
+    let opts = ImportOptions {
+        obs_keys: a.obs_keys.clone(),
+    };
+    let imported = import::convert(&a.input, a.from, &opts, &a.out)?;
+    out!("{}", imported.summary());
+    outln!(
+        "wrote {} transitions to {}",
+        imported.data.len(),
+        a.out.display()
+    );
+    Ok(())
+}

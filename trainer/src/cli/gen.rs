@@ -1,0 +1,136 @@
+//! `laq gen`: datasets from the built-in environments.
+
+use crate::envs::gridworld::GridWorld;
+use crate::envs::maze2d::Maze;
+use crate::envs::nav::{GenConfig, Goal, Kind, Nav};
+use anyhow::{bail, Result};
+use clap::Subcommand;
+use std::path::PathBuf;
+
+/// The environments `laq gen` knows.
+#[derive(Subcommand)]
+pub enum GenEnv {
+    /// A Maze2D-like point mass wandering between random goal cells (D4RL style).
+    Maze2d {
+        /// `umaze` or `medium`.
+        #[arg(long, default_value = "umaze")]
+        layout: String,
+        #[arg(long, default_value_t = 100000)]
+        steps: usize,
+        /// Steps per episode (each ends in a timeout).
+        #[arg(long, default_value_t = 1000)]
+        episode_len: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// First-person views of the branching maze (two goals), RGB frames stored as u8,
+    /// from the paper's data mix: 50% to the far goal, 49.5% to the near goal by a long
+    /// detour, 0.5% to it directly, epsilon-greedy (0.2). Poses go in `infos`.
+    NavBranching {
+        #[arg(long, default_value_t = 1000)]
+        episodes: usize,
+        /// Frame width and height in pixels.
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        /// Frames stacked along channels per observation.
+        #[arg(long, default_value_t = 1)]
+        frames: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// `.npz` or `.safetensors`.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The paper's 6x6 grid world with its sub-optimal behaviour policy.
+    Gridworld {
+        #[arg(long, default_value_t = 20000)]
+        episodes: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Probability that the previous action is executed instead (sticky actions).
+        #[arg(long, default_value_t = 0.0)]
+        sticky: f64,
+        /// `.npz` or `.safetensors`.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Generates and writes the dataset.
+pub fn run(env: GenEnv) -> Result<()> {
+    match env {
+        GenEnv::Gridworld {
+            episodes,
+            seed,
+            sticky,
+            out,
+        } => {
+            if !(0.0..=1.0).contains(&sticky) {
+                bail!("--sticky must be a probability in [0, 1], got {sticky}");
+            }
+            let data = GridWorld::default().generate(episodes, seed, sticky);
+            data.save(&out)?;
+            log::info!(
+                "wrote {} transitions from {episodes} episodes to {}",
+                data.len(),
+                out.display()
+            );
+        }
+        GenEnv::Maze2d {
+            layout,
+            steps,
+            episode_len,
+            seed,
+            out,
+        } => {
+            if episode_len == 0 || steps == 0 {
+                bail!("--steps and --episode-len must be positive");
+            }
+            let data = Maze::named(&layout)?.generate(steps, episode_len, seed);
+            data.save(&out)?;
+            let rewarded = data.rewards.iter().filter(|&&r| r > 0.0).count();
+            log::info!(
+                "wrote {} transitions ({rewarded} rewarded) of the {layout} maze to {}",
+                data.len(),
+                out.display()
+            );
+        }
+        GenEnv::NavBranching {
+            episodes,
+            size,
+            frames,
+            seed,
+            out,
+        } => {
+            let cfg = GenConfig {
+                episodes,
+                size,
+                frames,
+                ..Default::default()
+            };
+            let data = Nav::branching()?.generate(&cfg, seed)?;
+            for kind in Kind::ALL {
+                let eps: Vec<_> = data.episodes.iter().filter(|e| e.kind == kind).collect();
+                let at = |g: Option<Goal>| eps.iter().filter(|e| e.goal == g).count();
+                log::info!(
+                    "{kind:?}: {} episodes, mean length {:.1}, ended at G_near {}, G_far {}, \
+                     cut at the step limit {}",
+                    eps.len(),
+                    eps.iter().map(|e| e.len).sum::<usize>() as f64 / eps.len().max(1) as f64,
+                    at(Some(Goal::Near)),
+                    at(Some(Goal::Far)),
+                    at(None)
+                );
+            }
+            let (n, shape) = (data.len(), data.obs_shape.clone());
+            crate::data::write_arrays(&out, &data.into_arrays())?;
+            log::info!(
+                "wrote {n} transitions of {shape:?} u8 frames from {episodes} episodes to {}",
+                out.display()
+            );
+        }
+    }
+    Ok(())
+}

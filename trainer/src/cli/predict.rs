@@ -1,0 +1,25 @@
+//! `laq predict`: V of every observation of a dataset, through the runtime.
+
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+/// Arguments of `laq predict`.
+#[derive(Args)]
+pub struct PredictArgs {
+    /// A `value.safetensors` written by `laq train` or `laq export`.
+    #[arg(long)]
+    pub model: PathBuf,
+    #[arg(long)]
+    pub data: PathBuf,
+    /// CSV output: one row per observation.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Writes the CSV.
+pub fn run(a: &PredictArgs) -> Result<()> {
+    let n = crate::eval::predict::predict_csv(&a.model, &a.data, &a.out)?;
+    log::info!("wrote V of {n} observations to {}", a.out.display());
+    Ok(())
+}

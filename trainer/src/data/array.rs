@@ -1,0 +1,183 @@
+//! Raw arrays as files hold them: an element type, a shape and little-endian bytes.
+
+use anyhow::{bail, Result};
+
+/// Element types that may appear in a dataset file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    Bool,
+    U8,
+    I8,
+    U16,
+    I16,
+    U32,
+    I32,
+    U64,
+    I64,
+    F16,
+    F32,
+    F64,
+}
+
+impl DType {
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::U8 | DType::I8 => 1,
+            DType::U16 | DType::I16 | DType::F16 => 2,
+            DType::U32 | DType::I32 | DType::F32 => 4,
+            DType::U64 | DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    pub(crate) fn is_integer(self) -> bool {
+        !matches!(self, DType::F16 | DType::F32 | DType::F64)
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "u8",
+            DType::I8 => "i8",
+            DType::U16 => "u16",
+            DType::I16 => "i16",
+            DType::U32 => "u32",
+            DType::I32 => "i32",
+            DType::U64 => "u64",
+            DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+}
+
+/// One named array as stored in a file: little-endian bytes, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RawArray {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+impl RawArray {
+    pub fn from_f32(shape: Vec<usize>, values: &[f32]) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        RawArray {
+            dtype: DType::F32,
+            shape,
+            bytes,
+        }
+    }
+
+    pub fn from_i64(shape: Vec<usize>, values: &[i64]) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        RawArray {
+            dtype: DType::I64,
+            shape,
+            bytes,
+        }
+    }
+
+    pub fn from_u8(shape: Vec<usize>, values: Vec<u8>) -> Self {
+        RawArray {
+            dtype: DType::U8,
+            shape,
+            bytes: values,
+        }
+    }
+
+    pub fn from_bool(shape: Vec<usize>, values: &[bool]) -> Self {
+        let bytes = values.iter().map(|&v| v as u8).collect();
+        RawArray {
+            dtype: DType::Bool,
+            shape,
+            bytes,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn check_size(&self, key: &str) -> Result<()> {
+        let want = self.len() * self.dtype.size();
+        if self.bytes.len() != want {
+            bail!(
+                "key `{key}`: shape {:?} of {} needs {want} bytes, the file holds {}",
+                self.shape,
+                self.dtype.name(),
+                self.bytes.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// Every element as f64, whatever the stored type.
+    pub fn to_f64(&self) -> Vec<f64> {
+        let b = &self.bytes;
+        let n = self.len();
+        let mut out = Vec::with_capacity(n);
+        macro_rules! conv {
+            ($t:ty, $w:expr) => {
+                for c in b.chunks_exact($w) {
+                    out.push(<$t>::from_le_bytes(c.try_into().unwrap_or_default()) as f64);
+                }
+            };
+        }
+        match self.dtype {
+            DType::Bool | DType::U8 => out.extend(b.iter().map(|&x| x as f64)),
+            DType::I8 => out.extend(b.iter().map(|&x| x as i8 as f64)),
+            DType::U16 => conv!(u16, 2),
+            DType::I16 => conv!(i16, 2),
+            DType::U32 => conv!(u32, 4),
+            DType::I32 => conv!(i32, 4),
+            DType::U64 => conv!(u64, 8),
+            DType::I64 => conv!(i64, 8),
+            DType::F16 => {
+                for c in b.chunks_exact(2) {
+                    out.push(f16_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64);
+                }
+            }
+            DType::F32 => conv!(f32, 4),
+            DType::F64 => conv!(f64, 8),
+        }
+        out
+    }
+
+    pub fn to_f32(&self) -> Vec<f32> {
+        if self.dtype == DType::F32 {
+            return self
+                .bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+        }
+        self.to_f64().into_iter().map(|v| v as f32).collect()
+    }
+}
+
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h >> 15) & 1) as u32;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let frac = (h & 0x3ff) as u32;
+    let bits = match (exp, frac) {
+        (0, 0) => sign << 31,
+        (0, f) => {
+            // Subnormal: renormalise.
+            let mut e = 127 - 15 + 1;
+            let mut f = f;
+            while f & 0x400 == 0 {
+                f <<= 1;
+                e -= 1;
+            }
+            (sign << 31) | ((e as u32) << 23) | ((f & 0x3ff) << 13)
+        }
+        (0x1f, f) => (sign << 31) | (0xff << 23) | (f << 13),
+        (e, f) => (sign << 31) | ((e + 127 - 15) << 23) | (f << 13),
+    };
+    f32::from_bits(bits)
+}

@@ -1,0 +1,693 @@
+//! The HDF5 side of the import, through the reference C library (`hdf5-metno`).
+
+use super::{ImportOptions, Imported, Source};
+use crate::data::{Actions, DType, Dataset, RawArray};
+use anyhow::{anyhow, bail, Context, Result};
+use hdf5::types::{FloatSize, IntSize, TypeDescriptor as TD};
+use hdf5::{Group, LocationType};
+use hdf5_metno as hdf5;
+use std::path::{Path, PathBuf};
+
+pub(super) fn import(path: &Path, source: Source, opts: &ImportOptions) -> Result<Imported> {
+    let source = match source {
+        Source::Auto => detect(path)?,
+        s => s,
+    };
+    let file = match source {
+        Source::Minari => minari_file(path)?,
+        _ => path.to_path_buf(),
+    };
+    let h5 = open(&file)?;
+    let res = match source {
+        Source::Minari => minari(&h5, opts),
+        _ => d4rl(&h5, opts),
+    };
+    let mut imported =
+        res.with_context(|| format!("cannot import {} as {}", file.display(), source.name()))?;
+    if imported.dropped_terminals > 0 {
+        log::warn!(
+            "{}: {} terminal rows have no next observation in the file and are dropped, \
+             with their rewards",
+            file.display(),
+            imported.dropped_terminals
+        );
+    }
+    // The same checks `Dataset::load` makes, so that the file written is one that loads.
+    imported.data = Dataset::from_arrays(imported.data.to_arrays()).with_context(|| {
+        format!(
+            "cannot import {}: the converted data is invalid",
+            file.display()
+        )
+    })?;
+    imported.file = file;
+    Ok(imported)
+}
+
+fn open(path: &Path) -> Result<hdf5::File> {
+    std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    hdf5::File::open(path)
+        .map_err(|e| anyhow!("{} is not a readable HDF5 file ({e})", path.display()))
+}
+
+/// `DIR/data/main_data.hdf5` (Minari's layout) or `DIR/main_data.hdf5` for a directory.
+fn minari_file(path: &Path) -> Result<PathBuf> {
+    if !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    for f in [
+        path.join("data").join("main_data.hdf5"),
+        path.join("main_data.hdf5"),
+    ] {
+        if f.is_file() {
+            return Ok(f);
+        }
+    }
+    bail!(
+        "{}: a directory without data/main_data.hdf5, so not a Minari dataset",
+        path.display()
+    )
+}
+
+fn detect(path: &Path) -> Result<Source> {
+    if path.is_dir() {
+        return Ok(Source::Minari);
+    }
+    let f = open(path)?;
+    if f.link_exists("observations") {
+        return Ok(Source::D4rl);
+    }
+    let names = f.member_names().unwrap_or_default();
+    if names.iter().any(|n| episode_index(n).is_some()) {
+        return Ok(Source::Minari);
+    }
+    bail!(
+        "{}: neither a D4RL file (`observations` at the root) nor a Minari file \
+         (`episode_N` groups); keys present: {names:?}",
+        path.display()
+    )
+}
+
+fn episode_index(name: &str) -> Option<u64> {
+    name.strip_prefix("episode_")?.parse().ok()
+}
+
+fn kind(g: &Group, name: &str) -> Option<LocationType> {
+    if g.link_exists(name) {
+        g.loc_type_by_name(name).ok()
+    } else {
+        None
+    }
+}
+
+fn keys_of(g: &Group) -> Vec<String> {
+    g.member_names().unwrap_or_default()
+}
+
+/// The array `name` of `g`; `key` is its path in the file, for messages.
+fn array(g: &Group, name: &str, key: &str) -> Result<RawArray> {
+    match kind(g, name) {
+        Some(LocationType::Dataset) => {}
+        Some(_) => bail!("key `{key}`: a group, expected an array"),
+        None => bail!("missing key `{key}` (keys present: {:?})", keys_of(g)),
+    }
+    let ds = g
+        .dataset(name)
+        .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
+    read(&ds, key)
+}
+
+fn read(ds: &hdf5::Dataset, key: &str) -> Result<RawArray> {
+    let td = ds
+        .dtype()
+        .and_then(|t| t.to_descriptor())
+        .map_err(|e| anyhow!("key `{key}`: unsupported dtype ({e})"))?;
+    let shape = ds.shape();
+    macro_rules! read_as {
+        ($t:ty, $dt:expr) => {{
+            let v: Vec<$t> = ds
+                .read_raw::<$t>()
+                .map_err(|e| anyhow!("key `{key}`: cannot read ({e})"))?;
+            RawArray {
+                dtype: $dt,
+                shape,
+                bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            }
+        }};
+    }
+    Ok(match td {
+        TD::Float(FloatSize::U8) => read_as!(f64, DType::F64),
+        TD::Float(_) => read_as!(f32, DType::F32),
+        TD::Integer(IntSize::U1) => read_as!(i8, DType::I8),
+        TD::Integer(IntSize::U2) => read_as!(i16, DType::I16),
+        TD::Integer(IntSize::U4) => read_as!(i32, DType::I32),
+        TD::Integer(IntSize::U8) => read_as!(i64, DType::I64),
+        TD::Unsigned(IntSize::U1) => read_as!(u8, DType::U8),
+        TD::Unsigned(IntSize::U2) => read_as!(u16, DType::U16),
+        TD::Unsigned(IntSize::U4) => read_as!(u32, DType::U32),
+        TD::Unsigned(IntSize::U8) => read_as!(u64, DType::U64),
+        TD::Boolean => {
+            let v: Vec<bool> = ds
+                .read_raw::<bool>()
+                .map_err(|e| anyhow!("key `{key}`: cannot read ({e})"))?;
+            RawArray::from_bool(shape, &v)
+        }
+        other => bail!("key `{key}`: dtype {other} not supported (numbers or booleans only)"),
+    })
+}
+
+fn rows(a: &RawArray) -> usize {
+    a.shape.first().copied().unwrap_or(0)
+}
+
+fn check_rows(a: &RawArray, key: &str, n: usize, why: &str) -> Result<()> {
+    if a.shape.is_empty() {
+        bail!("key `{key}`: a scalar, expected {n} rows");
+    }
+    if rows(a) != n {
+        bail!("key `{key}`: {} rows, expected {n} ({why})", rows(a));
+    }
+    Ok(())
+}
+
+/// One value per step: shape [n], or [n, 1] as some exporters write columns.
+fn check_per_step(a: &RawArray, key: &str, n: usize, why: &str) -> Result<()> {
+    check_rows(a, key, n, why)?;
+    if !(a.shape.len() == 1 || a.shape.len() == 2 && a.shape[1] == 1) {
+        bail!(
+            "key `{key}`: shape {:?}, expected [{n}] (one value per step)",
+            a.shape
+        );
+    }
+    Ok(())
+}
+
+/// The values as f32, refusing NaN, infinities and values beyond f32's range.
+fn finite_f32(a: &RawArray, key: &str) -> Result<Vec<f32>> {
+    let per_row = a.shape.iter().skip(1).product::<usize>().max(1);
+    if a.dtype == DType::F32 {
+        // No widening: observation arrays are the bulk of a file.
+        let v = a.to_f32();
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            bail!(
+                "key `{key}`: row {} holds a non-finite value ({})",
+                i / per_row,
+                v[i]
+            );
+        }
+        return Ok(v);
+    }
+    let wide = a.to_f64();
+    let mut out = Vec::with_capacity(wide.len());
+    for (i, &x) in wide.iter().enumerate() {
+        let y = x as f32;
+        if !x.is_finite() {
+            bail!(
+                "key `{key}`: row {} holds a non-finite value ({x})",
+                i / per_row
+            );
+        }
+        if !y.is_finite() {
+            bail!(
+                "key `{key}`: row {} holds {x}, beyond the range of f32",
+                i / per_row
+            );
+        }
+        out.push(y);
+    }
+    Ok(out)
+}
+
+fn flags(a: &RawArray, key: &str, n: usize, why: &str) -> Result<Vec<bool>> {
+    check_per_step(a, key, n, why)?;
+    a.to_f64()
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            0.0 => Ok(false),
+            1.0 => Ok(true),
+            x => bail!("key `{key}`: row {i} is {x}, expected 0 or 1"),
+        })
+        .collect()
+}
+
+fn rewards(a: &RawArray, key: &str, n: usize, why: &str) -> Result<Vec<f32>> {
+    check_per_step(a, key, n, why)?;
+    finite_f32(a, key)
+}
+
+/// Integers are discrete actions ([n] or [n, 1]); anything else becomes a vector of
+/// floats per step.
+fn actions(a: &RawArray, key: &str, n: usize, why: &str) -> Result<Actions> {
+    check_rows(a, key, n, why)?;
+    let integer = !matches!(a.dtype, DType::F16 | DType::F32 | DType::F64);
+    let dim: usize = a.shape[1..].iter().product();
+    if integer && dim == 1 && a.shape.len() <= 2 {
+        let v = a.to_f64();
+        if let Some(i) = v.iter().position(|&x| x < 0.0) {
+            bail!("key `{key}`: row {i} is negative ({})", v[i]);
+        }
+        return Ok(Actions::Discrete(v.into_iter().map(|x| x as i64).collect()));
+    }
+    if a.shape.len() > 2 {
+        bail!(
+            "key `{key}`: shape {:?}, expected [{n}] or [{n}, A]",
+            a.shape
+        );
+    }
+    Ok(Actions::Continuous {
+        dim,
+        values: finite_f32(a, key)?,
+    })
+}
+
+fn describe(a: &Actions) -> String {
+    match a {
+        Actions::Discrete(_) => "discrete".into(),
+        Actions::Continuous { dim, .. } => format!("continuous with {dim} per step"),
+    }
+}
+
+/// Observations from one array, or from the arrays of a group (a dict observation
+/// space) flattened side by side per row.
+struct Obs {
+    rows: usize,
+    shape: Vec<usize>,
+    values: Vec<f32>,
+    keys: Vec<String>,
+}
+
+impl Obs {
+    fn width(&self) -> usize {
+        self.shape.iter().product()
+    }
+    fn row(&self, i: usize) -> &[f32] {
+        let w = self.width();
+        &self.values[i * w..(i + 1) * w]
+    }
+}
+
+/// Every array under `g`, as paths relative to it, sorted.
+fn leaves(g: &Group, prefix: &str, out: &mut Vec<String>) -> Result<()> {
+    for m in g.member_names()? {
+        match g.loc_type_by_name(&m)? {
+            LocationType::Dataset => out.push(format!("{prefix}{m}")),
+            LocationType::Group => leaves(&g.group(&m)?, &format!("{prefix}{m}/"), out)?,
+            _ => {}
+        }
+    }
+    out.sort();
+    Ok(())
+}
+
+fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Result<Obs> {
+    match kind(g, name) {
+        None => bail!("missing key `{key}` (keys present: {:?})", keys_of(g)),
+        Some(LocationType::Group) => {}
+        Some(_) => {
+            if pick.is_some() {
+                bail!(
+                    "key `{key}` is one array, so there are no keys to pick with \
+                     --obs-keys (they select arrays of a dict observation group)"
+                );
+            }
+            let a = array(g, name, key)?;
+            if a.shape.is_empty() {
+                bail!("key `{key}`: a scalar, expected shape [N, ...]");
+            }
+            // A scalar per step (a discrete observation space) is a vector of one.
+            let shape = match a.shape.len() {
+                1 => vec![1],
+                _ => a.shape[1..].to_vec(),
+            };
+            if shape.contains(&0) {
+                bail!("key `{key}`: shape {:?} holds no value per row", a.shape);
+            }
+            return Ok(Obs {
+                rows: rows(&a),
+                shape,
+                values: finite_f32(&a, key)?,
+                keys: vec![],
+            });
+        }
+    }
+    let grp = g
+        .group(name)
+        .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
+    let mut all = vec![];
+    leaves(&grp, "", &mut all).map_err(|e| anyhow!("key `{key}`: cannot list ({e})"))?;
+    if all.is_empty() {
+        bail!("key `{key}`: an empty group");
+    }
+    let keys = match pick {
+        None => all,
+        Some(p) => {
+            if p.is_empty() {
+                bail!(
+                    "--obs-keys names no key; keys of `{key}`: {}",
+                    all.join(", ")
+                );
+            }
+            for (i, k) in p.iter().enumerate() {
+                if !all.contains(k) {
+                    bail!(
+                        "key `{key}/{k}` not found (--obs-keys); keys of `{key}`: {}",
+                        all.join(", ")
+                    );
+                }
+                if p[..i].contains(k) {
+                    bail!("--obs-keys names `{k}` twice");
+                }
+            }
+            p.to_vec()
+        }
+    };
+    let mut parts: Vec<(usize, Vec<f32>)> = vec![];
+    let mut n = None;
+    for k in &keys {
+        let full = format!("{key}/{k}");
+        let a = array(&grp, k, &full)?;
+        if a.shape.is_empty() {
+            bail!("key `{full}`: a scalar, expected shape [N, ...]");
+        }
+        match n {
+            None => n = Some((rows(&a), full.clone())),
+            Some((m, ref first)) if m != rows(&a) => {
+                bail!("key `{full}`: {} rows, `{first}` has {m}", rows(&a))
+            }
+            _ => {}
+        }
+        let w = a.shape[1..].iter().product::<usize>();
+        parts.push((w, finite_f32(&a, &full)?));
+    }
+    let rows = n.map_or(0, |(m, _)| m);
+    let width: usize = parts.iter().map(|p| p.0).sum();
+    if width == 0 {
+        bail!("key `{key}`: its arrays hold no value per row");
+    }
+    let mut values = Vec::with_capacity(rows * width);
+    for r in 0..rows {
+        for (w, v) in &parts {
+            values.extend_from_slice(&v[r * w..(r + 1) * w]);
+        }
+    }
+    Ok(Obs {
+        rows,
+        shape: vec![width],
+        values,
+        keys,
+    })
+}
+
+/// Root datasets `observations`, `actions`, `rewards`, `terminals`, `timeouts`, and
+/// `next_observations` when the file has them.
+fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
+    let pick = opts.obs_keys.as_deref();
+    let mut notes = vec![];
+    let obs = observations(f, "observations", "observations", pick)?;
+    let n = obs.rows;
+    if n == 0 {
+        bail!("key `observations`: no rows");
+    }
+    let why = "the rows of `observations`";
+    let rewards = rewards(&array(f, "rewards", "rewards")?, "rewards", n, why)?;
+    let mut flag = |name: &str, assumed: &str| -> Result<Vec<bool>> {
+        if f.link_exists(name) {
+            flags(&array(f, name, name)?, name, n, why)
+        } else {
+            notes.push(format!("no `{name}`: {assumed}"));
+            Ok(vec![false; n])
+        }
+    };
+    let terminals = flag(
+        "terminals",
+        "assumed that no episode ends in a terminal state",
+    )?;
+    let timeouts = flag(
+        "timeouts",
+        "assumed that episodes end only at terminals and at the end of the file",
+    )?;
+    let actions = match kind(f, "actions") {
+        Some(LocationType::Dataset) => Some(actions(
+            &array(f, "actions", "actions")?,
+            "actions",
+            n,
+            why,
+        )?),
+        Some(_) => {
+            notes.push("`actions` is a group (a dict action space): left out".into());
+            None
+        }
+        None => {
+            notes.push(
+                "no `actions`: label sources and metrics that need ground truth will say so".into(),
+            );
+            None
+        }
+    };
+    let next = if f.link_exists("next_observations") {
+        let nx = observations(f, "next_observations", "next_observations", pick)?;
+        if nx.rows != n {
+            bail!(
+                "key `next_observations`: {} rows, expected {n} ({why})",
+                nx.rows
+            );
+        }
+        if nx.shape != obs.shape || nx.keys != obs.keys {
+            bail!(
+                "key `next_observations`: shape {:?} per row (keys {:?}), `observations` \
+                 has {:?} (keys {:?})",
+                nx.shape,
+                nx.keys,
+                obs.shape,
+                obs.keys
+            );
+        }
+        Some(nx)
+    } else {
+        None
+    };
+    const KNOWN: [&str; 7] = [
+        "observations",
+        "next_observations",
+        "actions",
+        "rewards",
+        "terminals",
+        "timeouts",
+        "infos",
+    ];
+    let other: Vec<String> = keys_of(f)
+        .into_iter()
+        .filter(|k| !KNOWN.contains(&k.as_str()))
+        .collect();
+    if !other.is_empty() {
+        notes.push(format!("left out: {}", other.join(", ")));
+    }
+
+    // An episode ends at a terminal, at a timeout, and at the last row of the file.
+    let ends: Vec<bool> = (0..n)
+        .map(|i| terminals[i] || timeouts[i] || i + 1 == n)
+        .collect();
+    let episodes = ends.iter().filter(|&&e| e).count();
+    let (next_observations, terminals, timeouts, keep, dropped_terminals) = match next {
+        Some(nx) => {
+            // The file's last row ends an episode too: marked as cut, so the episode
+            // structure stays visible in our format.
+            let touts = (0..n)
+                .map(|i| timeouts[i] || (i + 1 == n && !terminals[i]))
+                .collect();
+            (nx.values, terminals, touts, (0..n).collect::<Vec<_>>(), 0)
+        }
+        None => {
+            // No row may take its next observation from another episode, so the last
+            // row of each episode has none and is left out below.
+            let next = (0..n)
+                .flat_map(|i| obs.row((i + 1).min(n - 1)))
+                .copied()
+                .collect();
+            // The last kept row of an episode is where the kept episode is cut.
+            let touts = (0..n).map(|i| i + 1 < n && ends[i + 1]).collect();
+            let keep: Vec<usize> = (0..n).filter(|&i| !ends[i]).collect();
+            let dropped_terminals = terminals.iter().filter(|&&t| t).count();
+            (next, vec![false; n], touts, keep, dropped_terminals)
+        }
+    };
+    if keep.is_empty() {
+        bail!(
+            "no transition left: every episode is a single row, and without \
+             `next_observations` a row needs the next one of its episode"
+        );
+    }
+    let dropped = n - keep.len();
+    let all = Dataset {
+        obs_shape: obs.shape,
+        observations: obs.values.into(),
+        next_observations: next_observations.into(),
+        rewards,
+        terminals,
+        timeouts: Some(timeouts),
+        actions,
+    };
+    let data = if dropped == 0 { all } else { all.select(&keep) };
+    Ok(Imported {
+        data,
+        source: Source::D4rl,
+        file: PathBuf::new(),
+        episodes,
+        dropped,
+        dropped_terminals,
+        obs_keys: obs.keys,
+        notes,
+    })
+}
+
+/// Groups `episode_N`, each with `observations` [T + 1, ...] (an array or a group),
+/// `actions` [T, ...], `rewards`, `terminations` and `truncations` [T].
+fn minari(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
+    let pick = opts.obs_keys.as_deref();
+    let mut names: Vec<(u64, String)> = keys_of(f)
+        .into_iter()
+        .filter_map(|n| Some((episode_index(&n)?, n)))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        bail!("no `episode_N` groups (keys present: {:?})", keys_of(f));
+    }
+    let mut notes = vec![];
+    let mut shape: Option<(Vec<usize>, Vec<String>, String)> = None;
+    let (mut o, mut nx, mut r, mut term, mut tout) = (vec![], vec![], vec![], vec![], vec![]);
+    // `Err(reason)` once some episode has no usable actions: all are then left out.
+    let mut acts: Result<Option<Actions>, String> = Ok(None);
+    let mut unended = 0;
+    for (_, name) in &names {
+        let g = match kind(f, name) {
+            Some(LocationType::Group) => f
+                .group(name)
+                .map_err(|e| anyhow!("key `{name}`: cannot open ({e})"))?,
+            _ => bail!("key `{name}`: not a group"),
+        };
+        let key = |k: &str| format!("{name}/{k}");
+        let rew = array(&g, "rewards", &key("rewards"))?;
+        if rew.shape.is_empty() || rows(&rew) == 0 {
+            bail!("key `{name}`: an empty episode (no steps in `{name}/rewards`)");
+        }
+        let t = rows(&rew);
+        let why = format!("the steps of `{name}/rewards`");
+        let rew = rewards(&rew, &key("rewards"), t, &why)?;
+        let te = flags(
+            &array(&g, "terminations", &key("terminations"))?,
+            &key("terminations"),
+            t,
+            &why,
+        )?;
+        let mut tr = flags(
+            &array(&g, "truncations", &key("truncations"))?,
+            &key("truncations"),
+            t,
+            &why,
+        )?;
+        let obs = observations(&g, &key("observations"), "observations", pick)?;
+        if obs.rows != t + 1 {
+            bail!(
+                "key `{}`: {} rows, expected {} (one more than the {t} steps of `{}`)",
+                key("observations"),
+                obs.rows,
+                t + 1,
+                key("rewards")
+            );
+        }
+        match &shape {
+            None => shape = Some((obs.shape.clone(), obs.keys.clone(), name.clone())),
+            Some((s, k, first)) if *s != obs.shape || *k != obs.keys => bail!(
+                "key `{}`: shape {:?} per row (keys {:?}), `{first}` has {s:?} (keys {k:?})",
+                key("observations"),
+                obs.shape,
+                obs.keys
+            ),
+            _ => {}
+        }
+        for s in 0..t {
+            o.extend_from_slice(obs.row(s));
+            nx.extend_from_slice(obs.row(s + 1));
+        }
+        // An episode that stops without either flag was cut by the recording.
+        if !te[t - 1] && !tr[t - 1] {
+            tr[t - 1] = true;
+            unended += 1;
+        }
+        r.extend(rew);
+        term.extend(te);
+        tout.extend(tr);
+        acts = match (acts, kind(&g, "actions")) {
+            (Err(why), _) => Err(why),
+            (Ok(_), None) => Err(format!("`{name}` has no `actions`")),
+            (Ok(_), Some(LocationType::Group)) => Err(format!(
+                "`{}` is a group (a dict action space)",
+                key("actions")
+            )),
+            (Ok(prev), Some(_)) => {
+                let a = actions(
+                    &array(&g, "actions", &key("actions"))?,
+                    &key("actions"),
+                    t,
+                    &why,
+                )?;
+                Ok(Some(match (prev, a) {
+                    (None, a) => a,
+                    (Some(Actions::Discrete(mut p)), Actions::Discrete(v)) => {
+                        p.extend(v);
+                        Actions::Discrete(p)
+                    }
+                    (
+                        Some(Actions::Continuous { dim, mut values }),
+                        Actions::Continuous { dim: d2, values: v },
+                    ) if dim == d2 => {
+                        values.extend(v);
+                        Actions::Continuous { dim, values }
+                    }
+                    (Some(p), a) => bail!(
+                        "key `{}`: {}, the episodes before have {}",
+                        key("actions"),
+                        describe(&a),
+                        describe(&p)
+                    ),
+                }))
+            }
+        };
+    }
+    let actions = match acts {
+        Ok(a) => a,
+        Err(why) => {
+            notes.push(format!("{why}: actions left out"));
+            None
+        }
+    };
+    if unended > 0 {
+        notes.push(format!(
+            "{unended} episodes stop with neither termination nor truncation: their last \
+             step is marked as a timeout"
+        ));
+    }
+    let (obs_shape, keys, _) = shape.unwrap_or_default();
+    let data = Dataset {
+        obs_shape,
+        observations: o.into(),
+        next_observations: nx.into(),
+        rewards: r,
+        terminals: term,
+        timeouts: Some(tout),
+        actions,
+    };
+    Ok(Imported {
+        data,
+        source: Source::Minari,
+        file: PathBuf::new(),
+        episodes: names.len(),
+        dropped: 0,
+        dropped_terminals: 0,
+        obs_keys: keys,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,172 @@
+//! Importing robotics datasets: D4RL-style HDF5 files and Minari datasets become
+//! transition files in the [dataset format](crate::data) (`laq convert`).
+//!
+//! HDF5 is read through `hdf5-metno`, the maintained Rust binding of the reference HDF5 C
+//! library (Debian package `libhdf5-dev`). D4RL and Minari files are written by h5py, with
+//! chunked and gzip-compressed datasets, version-0 superblocks, booleans stored as
+//! FALSE/TRUE enums, and whatever layout a user's own export chose. The C library reads all
+//! of it, with every standard filter; the pure-Rust readers implement parts of the format,
+//! so a file that opens in Python could fail here for reasons the user cannot see. The
+//! binding also writes files, which the tests use to build D4RL- and Minari-shaped inputs.
+//!
+//! The binding sits behind the default cargo feature `hdf5`: a machine without the C
+//! library can still build everything else with `--no-default-features`, and
+//! `laq convert` then says what is missing.
+
+use crate::data::Dataset;
+use anyhow::{bail, Result};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Layout of the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Source {
+    /// Minari for a directory or a file of `episode_N` groups; D4RL for a file with
+    /// `observations` at its root.
+    Auto,
+    /// One HDF5 file with `observations`, `actions`, `rewards`, `terminals` and `timeouts`
+    /// at its root.
+    D4rl,
+    /// A Minari dataset directory (or its `data/main_data.hdf5`) of `episode_N` groups.
+    Minari,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Auto => "auto",
+            Source::D4rl => "D4RL",
+            Source::Minari => "Minari",
+        }
+    }
+}
+
+/// Choices of an import.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Keys of a dict observation space to flatten into each observation, in this order;
+    /// `None` takes every key in sorted order.
+    pub obs_keys: Option<Vec<String>>,
+}
+
+/// A dataset read from a D4RL or Minari file, with what the conversion did to it.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    pub data: Dataset,
+    /// `D4rl` or `Minari`, never `Auto`.
+    pub source: Source,
+    /// The HDF5 file that was read.
+    pub file: PathBuf,
+    /// Episodes in the file.
+    pub episodes: usize,
+    /// Rows left out because the file holds no next observation for them: the last row of
+    /// every episode of a D4RL file without `next_observations`.
+    pub dropped: usize,
+    /// How many of the dropped rows were terminal (their reward and end are lost).
+    pub dropped_terminals: usize,
+    /// Keys of a dict observation flattened into each observation, in order; empty when
+    /// observations are one array.
+    pub obs_keys: Vec<String>,
+    /// Assumptions made and parts of the file left out.
+    pub notes: Vec<String>,
+}
+
+impl Imported {
+    /// A few lines for people: what was read, what was kept and what was dropped.
+    pub fn summary(&self) -> String {
+        let d = &self.data;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "read {} ({}): {} transitions from {} episodes",
+            self.file.display(),
+            self.source.name(),
+            d.len(),
+            self.episodes
+        );
+        let _ = write!(s, "  observations: shape {:?}", d.obs_shape);
+        if !self.obs_keys.is_empty() {
+            let _ = write!(s, " from keys {}", self.obs_keys.join(", "));
+        }
+        s.push('\n');
+        let acts = match &d.actions {
+            Some(crate::data::Actions::Discrete(_)) => "discrete".to_string(),
+            Some(crate::data::Actions::Continuous { dim, .. }) => {
+                format!("continuous, {dim} per step")
+            }
+            None => "none".to_string(),
+        };
+        let _ = writeln!(s, "  actions: {acts}");
+        let terminals = d.terminals.iter().filter(|&&t| t).count();
+        let timeouts = d
+            .timeouts
+            .as_ref()
+            .map_or(0, |t| t.iter().filter(|&&t| t).count());
+        let _ = writeln!(s, "  terminals: {terminals}, timeouts: {timeouts}");
+        if self.dropped == 0 {
+            let _ = writeln!(s, "  dropped rows: none");
+        } else {
+            let _ = write!(
+                s,
+                "  dropped rows: {} (the last row of each episode: the file holds no next \
+                 observation for it)",
+                self.dropped
+            );
+            if self.dropped_terminals > 0 {
+                let _ = write!(
+                    s,
+                    "; {} of them terminal, whose rewards and episode ends are lost",
+                    self.dropped_terminals
+                );
+            }
+            s.push('\n');
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "  note: {n}");
+        }
+        s
+    }
+}
+
+/// Reads a D4RL-style HDF5 file or a Minari dataset into transitions.
+///
+/// Errors name the file, the key and the problem: a missing key, a wrong rank, lengths
+/// that differ between arrays, NaN or infinite values (with the row), empty episodes,
+/// unsupported element types.
+pub fn import(path: &Path, source: Source, opts: &ImportOptions) -> Result<Imported> {
+    #[cfg(feature = "hdf5")]
+    {
+        h5::import(path, source, opts)
+    }
+    #[cfg(not(feature = "hdf5"))]
+    {
+        let _ = (source, opts);
+        bail!(
+            "cannot import {}: this laq was built without HDF5 support; rebuild with the \
+             default feature `hdf5` (it needs the HDF5 C library, Debian package libhdf5-dev)",
+            path.display()
+        )
+    }
+}
+
+/// [`import`], then writes the dataset to `out` (`.npz` or `.safetensors`) whole or not at
+/// all.
+pub fn convert(input: &Path, source: Source, opts: &ImportOptions, out: &Path) -> Result<Imported> {
+    // Refused before reading: a large input should not be read only to find out that the
+    // output cannot be written.
+    if !matches!(
+        out.extension().and_then(|e| e.to_str()),
+        Some("npz" | "safetensors")
+    ) {
+        bail!(
+            "{}: unknown output type; use a `.npz` or `.safetensors` file",
+            out.display()
+        );
+    }
+    let imported = import(input, source, opts)?;
+    imported.data.save(out)?;
+    Ok(imported)
+}
+
+#[cfg(feature = "hdf5")]
+mod h5;

@@ -1,0 +1,607 @@
+//! Datasets of `(s, s', r)` transitions: reading, validating and writing the documented
+//! format (`docs/dataset-format.md`), as `.npz` or `.safetensors`.
+
+pub mod array;
+pub mod dedup;
+pub mod files;
+pub mod import;
+pub mod observations;
+
+#[cfg(test)]
+use array::f16_to_f32;
+pub use array::{DType, RawArray};
+pub use files::{read_arrays, write_arrays};
+pub use observations::{ObsIter, ObsStorage, Observations};
+
+use anyhow::{bail, Context, Result};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Ground-truth actions, kept only for evaluation and the ground-truth reference.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Actions {
+    Discrete(Vec<i64>),
+    Continuous { dim: usize, values: Vec<f32> },
+}
+
+/// A validated set of transitions. Observations are flattened row-major, as f32 or, when
+/// the file stores them as u8 (images), as u8 (see [`Observations`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dataset {
+    /// Shape of one observation (e.g. `[2]`, or `[C, H, W]` for images).
+    pub obs_shape: Vec<usize>,
+    pub observations: Observations,
+    pub next_observations: Observations,
+    pub rewards: Vec<f32>,
+    pub terminals: Vec<bool>,
+    pub timeouts: Option<Vec<bool>>,
+    pub actions: Option<Actions>,
+}
+
+impl Dataset {
+    pub fn len(&self) -> usize {
+        self.rewards.len()
+    }
+
+    /// FNV-1a over the dataset's arrays: a fingerprint that tells whether a resumed run reads
+    /// the same data, stable across platforms and versions.
+    pub fn fingerprint(&self) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        for d in &self.obs_shape {
+            eat(&(*d as u64).to_le_bytes());
+        }
+        for v in self
+            .observations
+            .iter()
+            .chain(&self.next_observations)
+            .chain(&self.rewards)
+        {
+            eat(&v.to_le_bytes());
+        }
+        for &t in &self.terminals {
+            eat(&[t as u8]);
+        }
+        format!("{h:016x}")
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rewards.is_empty()
+    }
+
+    /// Number of f32 values in one observation.
+    pub fn obs_dim(&self) -> usize {
+        self.obs_shape.iter().product()
+    }
+
+    /// Observation `i` of a dataset stored as f32 (vector states).
+    ///
+    /// # Panics
+    /// When the observations are stored as u8; [`Dataset::obs_row`] takes either storage.
+    pub fn obs(&self, i: usize) -> &[f32] {
+        let d = self.obs_dim();
+        match &self.observations {
+            Observations::F32(v) => &v[i * d..(i + 1) * d],
+            Observations::U8(_) => panic!("Dataset::obs on u8 observations; use obs_row"),
+        }
+    }
+
+    /// Next observation `i` of a dataset stored as f32 (see [`Dataset::obs`]).
+    ///
+    /// # Panics
+    /// When the observations are stored as u8; [`Dataset::next_obs_row`] takes either.
+    pub fn next_obs(&self, i: usize) -> &[f32] {
+        let d = self.obs_dim();
+        match &self.next_observations {
+            Observations::F32(v) => &v[i * d..(i + 1) * d],
+            Observations::U8(_) => panic!("Dataset::next_obs on u8 observations; use next_obs_row"),
+        }
+    }
+
+    /// Observation `i` as f32, whatever the storage (borrowed when stored as f32).
+    pub fn obs_row(&self, i: usize) -> Cow<'_, [f32]> {
+        self.observations.row(i, self.obs_dim())
+    }
+
+    /// Next observation `i` as f32, whatever the storage.
+    pub fn next_obs_row(&self, i: usize) -> Cow<'_, [f32]> {
+        self.next_observations.row(i, self.obs_dim())
+    }
+
+    /// Whether observations are images `[C, H, W]`.
+    pub fn is_image(&self) -> bool {
+        self.obs_shape.len() == 3
+    }
+
+    /// Bytes the observations and next observations take in memory.
+    pub fn obs_memory_bytes(&self) -> usize {
+        self.observations.memory_bytes() + self.next_observations.memory_bytes()
+    }
+
+    /// The transitions at `idx`, in that order.
+    pub fn select(&self, idx: &[usize]) -> Dataset {
+        let d = self.obs_dim();
+        Dataset {
+            obs_shape: self.obs_shape.clone(),
+            observations: self.observations.select(idx, d),
+            next_observations: self.next_observations.select(idx, d),
+            rewards: idx.iter().map(|&i| self.rewards[i]).collect(),
+            terminals: idx.iter().map(|&i| self.terminals[i]).collect(),
+            timeouts: self
+                .timeouts
+                .as_ref()
+                .map(|t| idx.iter().map(|&i| t[i]).collect()),
+            actions: match &self.actions {
+                Some(Actions::Discrete(a)) => {
+                    Some(Actions::Discrete(idx.iter().map(|&i| a[i]).collect()))
+                }
+                Some(Actions::Continuous { dim, values }) => Some(Actions::Continuous {
+                    dim: *dim,
+                    values: idx
+                        .iter()
+                        .flat_map(|&i| row_of(values, *dim, i))
+                        .copied()
+                        .collect(),
+                }),
+                None => None,
+            },
+        }
+    }
+
+    /// Discrete ground-truth actions, or a clear error naming what is missing.
+    pub fn discrete_actions(&self, why: &str) -> Result<&[i64]> {
+        match &self.actions {
+            Some(Actions::Discrete(a)) => Ok(a),
+            Some(Actions::Continuous { .. }) => {
+                bail!("{why} needs discrete ground-truth `actions`, but this dataset's are continuous")
+            }
+            None => bail!(
+                "{why} needs ground-truth `actions` in the dataset, and this dataset has none \
+                 (labels `latent`, `single`, `cluster` and `cluster-diff` work without them)"
+            ),
+        }
+    }
+
+    /// Reads and validates a `.npz` or `.safetensors` dataset.
+    pub fn load(path: &Path) -> Result<Self> {
+        let arrays = read_arrays(path)?;
+        Self::from_arrays(arrays).with_context(|| format!("invalid dataset {}", path.display()))
+    }
+
+    /// Validates named arrays against the dataset format.
+    pub fn from_arrays(mut arrays: BTreeMap<String, RawArray>) -> Result<Self> {
+        const KNOWN: [&str; 7] = [
+            "observations",
+            "next_observations",
+            "rewards",
+            "terminals",
+            "timeouts",
+            "actions",
+            "infos",
+        ];
+        for (k, a) in &arrays {
+            a.check_size(k)?;
+        }
+        let unknown: Vec<_> = arrays
+            .keys()
+            .filter(|k| !KNOWN.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            bail!("unknown keys {unknown:?}; allowed: {KNOWN:?}");
+        }
+        let have: Vec<_> = arrays.keys().cloned().collect();
+        let mut required = |k: &str| {
+            arrays
+                .remove(k)
+                .with_context(|| format!("missing key `{k}` (keys present: {have:?})"))
+        };
+        let obs = required("observations")?;
+        let next = required("next_observations")?;
+        let rewards = required("rewards")?;
+        let terminals = required("terminals")?;
+        let take = |arrays: &mut BTreeMap<String, RawArray>, k: &str| arrays.remove(k);
+
+        if obs.shape.len() < 2 {
+            bail!(
+                "key `observations`: expected shape [N, ...] with at least 2 dimensions, got {:?}",
+                obs.shape
+            );
+        }
+        let n = obs.shape[0];
+        if n == 0 {
+            bail!("the dataset holds no transitions (N = 0)");
+        }
+        if next.shape != obs.shape {
+            bail!(
+                "key `next_observations`: shape {:?} differs from `observations` {:?}",
+                next.shape,
+                obs.shape
+            );
+        }
+        for (k, a) in [("observations", &obs), ("next_observations", &next)] {
+            if !matches!(a.dtype, DType::F32 | DType::F64 | DType::F16 | DType::U8) {
+                bail!(
+                    "key `{k}`: dtype {} not supported (use f32, or u8 for images)",
+                    a.dtype.name()
+                );
+            }
+        }
+        let check_n = |k: &str, a: &RawArray| -> Result<()> {
+            if a.shape.first() != Some(&n) {
+                bail!("key `{k}`: shape {:?} does not start with N = {n}", a.shape);
+            }
+            Ok(())
+        };
+        check_n("rewards", &rewards)?;
+        if rewards.shape.len() != 1 {
+            bail!(
+                "key `rewards`: expected shape [{n}], got {:?}",
+                rewards.shape
+            );
+        }
+        let flags = |k: &str, a: &RawArray| -> Result<Vec<bool>> {
+            check_n(k, a)?;
+            if a.shape.len() != 1 {
+                bail!("key `{k}`: expected shape [{n}], got {:?}", a.shape);
+            }
+            a.to_f64()
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    0.0 => Ok(false),
+                    1.0 => Ok(true),
+                    x => bail!("key `{k}`: row {i} is {x}, expected 0 or 1"),
+                })
+                .collect()
+        };
+        let terminals = flags("terminals", &terminals)?;
+        let timeouts = match take(&mut arrays, "timeouts") {
+            Some(a) => Some(flags("timeouts", &a)?),
+            None => None,
+        };
+        let actions = match take(&mut arrays, "actions") {
+            None => None,
+            Some(a) => {
+                check_n("actions", &a)?;
+                match (a.shape.len(), a.dtype.is_integer()) {
+                    (1, true) => {
+                        let v: Vec<i64> = a.to_f64().into_iter().map(|x| x as i64).collect();
+                        if let Some(i) = v.iter().position(|&x| x < 0) {
+                            bail!("key `actions`: row {i} is negative ({})", v[i]);
+                        }
+                        Some(Actions::Discrete(v))
+                    }
+                    (1, false) | (2, false) => {
+                        let dim = a.shape.get(1).copied().unwrap_or(1);
+                        let values = a.to_f32();
+                        if let Some(i) = values.iter().position(|x| !x.is_finite()) {
+                            bail!("key `actions`: element {i} is not finite ({})", values[i]);
+                        }
+                        Some(Actions::Continuous { dim, values })
+                    }
+                    _ => bail!(
+                        "key `actions`: expected [N] integers or [N, A] floats, got {:?} of {}",
+                        a.shape,
+                        a.dtype.name()
+                    ),
+                }
+            }
+        };
+        let obs_shape = obs.shape[1..].to_vec();
+        // u8 observations (images) stay u8: converting them would take 4x the memory.
+        let (observations, next_observations) = if obs.dtype == DType::U8 && next.dtype == DType::U8
+        {
+            (Observations::U8(obs.bytes), Observations::U8(next.bytes))
+        } else {
+            (
+                Observations::F32(obs.to_f32()),
+                Observations::F32(next.to_f32()),
+            )
+        };
+        let rewards = rewards.to_f32();
+        for (k, v) in [
+            ("observations", observations.as_f32()),
+            ("next_observations", next_observations.as_f32()),
+            ("rewards", Some(rewards.as_slice())),
+        ] {
+            let Some(v) = v else { continue };
+            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                let row = i / (v.len() / n).max(1);
+                bail!("key `{k}`: row {row} holds a non-finite value ({})", v[i]);
+            }
+        }
+        Ok(Dataset {
+            obs_shape,
+            observations,
+            next_observations,
+            rewards,
+            terminals,
+            timeouts,
+            actions,
+        })
+    }
+
+    /// The dataset as named arrays, observations in their in-memory storage (f32, or u8
+    /// for data read from u8).
+    pub fn to_arrays(&self) -> BTreeMap<String, RawArray> {
+        let n = self.len();
+        let mut shape = vec![n];
+        shape.extend(&self.obs_shape);
+        let mut m = self.arrays_without_obs();
+        for (k, v) in [
+            ("observations", &self.observations),
+            ("next_observations", &self.next_observations),
+        ] {
+            let a = match v {
+                Observations::F32(v) => RawArray::from_f32(shape.clone(), v),
+                Observations::U8(v) => RawArray::from_u8(shape.clone(), v.clone()),
+            };
+            m.insert(k.into(), a);
+        }
+        m
+    }
+
+    /// The dataset as named arrays with observations stored as `obs`. `ObsStorage::U8`
+    /// refuses (naming the key and row) any observation that is not a whole number in
+    /// 0..=255, so storing never changes a value.
+    pub fn to_arrays_as(&self, obs: ObsStorage) -> Result<BTreeMap<String, RawArray>> {
+        if obs == self.observations.storage() && obs == self.next_observations.storage() {
+            return Ok(self.to_arrays());
+        }
+        let n = self.len();
+        let mut shape = vec![n];
+        shape.extend(&self.obs_shape);
+        let d = self.obs_dim().max(1);
+        let mut m = self.arrays_without_obs();
+        for (k, v) in [
+            ("observations", &self.observations),
+            ("next_observations", &self.next_observations),
+        ] {
+            if obs == ObsStorage::F32 {
+                m.insert(k.into(), RawArray::from_f32(shape.clone(), &v.to_f32()));
+                continue;
+            }
+            if let Observations::U8(b) = v {
+                m.insert(k.into(), RawArray::from_u8(shape.clone(), b.clone()));
+                continue;
+            }
+            let bytes = v
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    if (0.0..=255.0).contains(&x) && x.fract() == 0.0 {
+                        Ok(x as u8)
+                    } else {
+                        bail!(
+                            "key `{k}`: row {} holds {x}, which u8 storage cannot keep \
+                             (whole numbers 0..=255 only)",
+                            i / d
+                        )
+                    }
+                })
+                .collect::<Result<Vec<u8>>>()?;
+            m.insert(k.into(), RawArray::from_u8(shape.clone(), bytes));
+        }
+        Ok(m)
+    }
+
+    fn arrays_without_obs(&self) -> BTreeMap<String, RawArray> {
+        let n = self.len();
+        let mut m = BTreeMap::new();
+        m.insert("rewards".into(), RawArray::from_f32(vec![n], &self.rewards));
+        m.insert(
+            "terminals".into(),
+            RawArray::from_bool(vec![n], &self.terminals),
+        );
+        if let Some(t) = &self.timeouts {
+            m.insert("timeouts".into(), RawArray::from_bool(vec![n], t));
+        }
+        match &self.actions {
+            Some(Actions::Discrete(a)) => {
+                m.insert("actions".into(), RawArray::from_i64(vec![n], a));
+            }
+            Some(Actions::Continuous { dim, values }) => {
+                m.insert("actions".into(), RawArray::from_f32(vec![n, *dim], values));
+            }
+            None => {}
+        }
+        m
+    }
+
+    /// Writes the dataset; the format follows the extension (`.npz` or `.safetensors`).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        write_arrays(path, &self.to_arrays())
+    }
+
+    /// `save` with observations stored as `obs` (see `to_arrays_as`).
+    pub fn save_as(&self, path: &Path, obs: ObsStorage) -> Result<()> {
+        write_arrays(path, &self.to_arrays_as(obs)?)
+    }
+}
+
+fn row_of(v: &[f32], d: usize, i: usize) -> &[f32] {
+    &v[i * d..(i + 1) * d]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Dataset {
+        Dataset {
+            obs_shape: vec![2],
+            observations: vec![0., 0., 1., 1.].into(),
+            next_observations: vec![1., 1., 2., 2.].into(),
+            rewards: vec![0., 1.],
+            terminals: vec![false, true],
+            timeouts: None,
+            actions: Some(Actions::Discrete(vec![7, 7])),
+        }
+    }
+
+    #[test]
+    fn roundtrip_both_formats() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["d.npz", "d.safetensors"] {
+            let p = dir.path().join(name);
+            tiny().save(&p).unwrap();
+            assert_eq!(Dataset::load(&p).unwrap(), tiny());
+        }
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let mut m = tiny().to_arrays();
+        m.remove("rewards");
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(e.contains("missing key `rewards`"), "{e}");
+
+        let mut m = tiny().to_arrays();
+        m.insert(
+            "rewards".into(),
+            RawArray::from_f32(vec![2], &[0.0, f32::NAN]),
+        );
+        let e = format!("{:#}", Dataset::from_arrays(m).unwrap_err());
+        assert!(e.contains("`rewards`") && e.contains("non-finite"), "{e}");
+
+        let mut m = tiny().to_arrays();
+        m.insert(
+            "next_observations".into(),
+            RawArray::from_f32(vec![2, 3], &[0.0; 6]),
+        );
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(
+            e.contains("next_observations") && e.contains("differs"),
+            "{e}"
+        );
+
+        let mut m = tiny().to_arrays();
+        m.insert("terminals".into(), RawArray::from_f32(vec![2], &[0.0, 0.5]));
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(
+            e.contains("terminals") && e.contains("expected 0 or 1"),
+            "{e}"
+        );
+
+        let mut m = tiny().to_arrays();
+        m.insert("rewardz".into(), RawArray::from_f32(vec![2], &[0.0, 0.0]));
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(e.contains("rewardz"), "{e}");
+    }
+
+    #[test]
+    fn corrupt_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.npz");
+        tiny().save(&p).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        for cut in [0, 10, bytes.len() / 2, bytes.len() - 1] {
+            std::fs::write(&p, &bytes[..cut]).unwrap();
+            assert!(Dataset::load(&p).is_err());
+        }
+        let p = dir.path().join("d.safetensors");
+        std::fs::write(&p, b"garbage!garbage!").unwrap();
+        assert!(Dataset::load(&p).is_err());
+        assert!(Dataset::load(&dir.path().join("d.csv")).is_err());
+    }
+
+    #[test]
+    fn select_keeps_rows_together() {
+        let d = tiny().select(&[1]);
+        assert_eq!(d.observations, vec![1., 1.]);
+        assert_eq!(d.next_observations, vec![2., 2.]);
+        assert_eq!((d.rewards[0], d.terminals[0]), (1.0, true));
+        assert_eq!(d.actions, Some(Actions::Discrete(vec![7])));
+    }
+
+    #[test]
+    fn u8_observations_roundtrip_and_refuse_fractions() {
+        let mut d = tiny();
+        d.obs_shape = vec![1, 1, 2];
+        d.observations = vec![0., 255., 17., 3.].into();
+        d.next_observations = vec![1., 2., 254., 0.].into();
+        let m = d.to_arrays_as(ObsStorage::U8).unwrap();
+        assert_eq!(m["observations"].dtype, DType::U8);
+        assert_eq!(m["observations"].shape, vec![2, 1, 1, 2]);
+        assert_eq!(m["rewards"].dtype, DType::F32);
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["d.npz", "d.safetensors"] {
+            let p = dir.path().join(name);
+            d.save_as(&p, ObsStorage::U8).unwrap();
+            assert_eq!(
+                read_arrays(&p).unwrap()["next_observations"].dtype,
+                DType::U8
+            );
+            assert_eq!(Dataset::load(&p).unwrap(), d);
+        }
+        assert_eq!(d.to_arrays_as(ObsStorage::F32).unwrap(), d.to_arrays());
+        for bad in [0.5, -1.0, 256.0, f32::NAN] {
+            let mut e = d.clone();
+            e.next_observations = vec![1., 2., 254., bad].into();
+            let msg = e.to_arrays_as(ObsStorage::U8).unwrap_err().to_string();
+            assert!(
+                msg.contains("next_observations") && msg.contains("row 1"),
+                "{msg}"
+            );
+        }
+    }
+
+    /// u8 observations load as u8 and stay so through selection and saving: memory is one
+    /// byte per value, and the values read are the stored ones.
+    #[test]
+    fn u8_storage_is_kept_in_memory() {
+        let (n, shape) = (50usize, [3usize, 8, 8]);
+        let d: usize = shape.iter().product();
+        let obs: Vec<f32> = (0..n * d).map(|j| (j * 7 % 256) as f32).collect();
+        let next: Vec<f32> = (0..n * d).map(|j| (j * 13 % 256) as f32).collect();
+        let f = Dataset {
+            obs_shape: shape.to_vec(),
+            observations: obs.clone().into(),
+            next_observations: next.clone().into(),
+            rewards: vec![0.0; n],
+            terminals: vec![false; n],
+            timeouts: None,
+            actions: None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["d.npz", "d.safetensors"] {
+            let p = dir.path().join(name);
+            f.save_as(&p, ObsStorage::U8).unwrap();
+            let d8 = Dataset::load(&p).unwrap();
+            assert_eq!(d8.observations.storage(), ObsStorage::U8);
+            assert_eq!(d8.obs_memory_bytes(), 2 * n * d);
+            assert_eq!(f.obs_memory_bytes(), 8 * n * d);
+            assert_eq!(d8, f);
+            assert!(d8.is_image());
+            assert_eq!(&*d8.obs_row(3), &obs[3 * d..4 * d]);
+            assert_eq!(&*d8.next_obs_row(49), &next[49 * d..]);
+            assert_eq!(d8.observations[d + 5], obs[d + 5]);
+            assert_eq!(d8.observations.iter().count(), n * d);
+            let s = d8.select(&[4, 1]);
+            assert_eq!(s.observations.storage(), ObsStorage::U8);
+            assert_eq!(&*s.obs_row(1), &obs[d..2 * d]);
+            // Writing again keeps u8, so a round trip never expands the file.
+            let m = d8.to_arrays();
+            assert_eq!(m["observations"].dtype, DType::U8);
+            assert_eq!(
+                d8.to_arrays_as(ObsStorage::F32).unwrap()["observations"].dtype,
+                DType::F32
+            );
+            assert_eq!(Dataset::from_arrays(m).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn f16_conversion() {
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
+    }
+}

@@ -1,0 +1,91 @@
+//! `laq predict`: V of every observation of a dataset, computed by the runtime crate
+//! from the exported file, so what is measured is what ships.
+
+use crate::data::Dataset;
+use anyhow::{Context, Result};
+use std::path::Path;
+
+/// V of every observation, through the runtime. Image observations (`[C, H, W]`) go to
+/// the runtime as stored: raw values, channel planes one after the other, which is the
+/// state layout of image models.
+pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
+    let bytes = std::fs::read(model_path)
+        .with_context(|| format!("cannot read {}", model_path.display()))?;
+    if crate::stages::qlearn::is_qnet_file(&bytes) {
+        anyhow::bail!("{} is {}", model_path.display(), QNET);
+    }
+    let owned = laq_runtime::OwnedModel::from_vec(bytes)
+        .map_err(|e| anyhow::anyhow!("{}: not a valid model: {e}", model_path.display()))?;
+    let model = owned.model();
+    let d = data.obs_dim();
+    if let Some([c, h, w]) = model.input_shape() {
+        if data.obs_shape != [c, h, w] {
+            anyhow::bail!(
+                "{} takes images of shape [{c}, {h}, {w}] (C, H, W), but the dataset's \
+                 observations have shape {:?}",
+                model_path.display(),
+                data.obs_shape
+            );
+        }
+    } else if model.input_dim() != d {
+        anyhow::bail!(
+            "{} expects states of {} values, but the dataset's observations have {d} (shape {:?})",
+            model_path.display(),
+            model.input_dim(),
+            data.obs_shape
+        );
+    }
+    let mut scratch = vec![0f32; model.scratch_len()];
+    (0..data.len())
+        .map(|i| {
+            model
+                .value(&data.obs_row(i), &mut scratch)
+                .map_err(|e| anyhow::anyhow!("observation {i}: {e}"))
+        })
+        .collect()
+}
+
+const QNET: &str = "a trainer-only Q-network file (`laq-qnet`, from `QNetwork::save`), which \
+    the runtime does not read; `laq predict` scores a run's `value.safetensors`";
+
+/// Writes `index,obs_0..obs_{D-1},value` rows; returns the number of rows.
+pub fn predict_csv(model: &Path, data: &Path, out: &Path) -> Result<usize> {
+    let data = Dataset::load(data)?;
+    let v = values(model, &data)?;
+    let d = data.obs_dim();
+    let mut s = String::from("index");
+    if d <= 16 {
+        for j in 0..d {
+            s += &format!(",obs_{j}");
+        }
+    }
+    s += ",value\n";
+    for (i, val) in v.iter().enumerate() {
+        s += &i.to_string();
+        if d <= 16 {
+            for x in data.obs_row(i).iter() {
+                s += &format!(",{x}");
+            }
+        }
+        s += &format!(",{val}\n");
+    }
+    crate::util::io::write_text(out, &s)?;
+    Ok(v.len())
+}
+
+/// Compares two models on a dataset's observations: Spearman of V and agreement of the
+/// greedy choice between consecutive observations.
+pub fn compare(a: &Path, b: &Path, data: &Dataset) -> Result<String> {
+    let va: Vec<f64> = values(a, data)?.into_iter().map(f64::from).collect();
+    let vb: Vec<f64> = values(b, data)?.into_iter().map(f64::from).collect();
+    let rho = crate::util::stats::spearman(&va, &vb);
+    let max_abs = va
+        .iter()
+        .zip(&vb)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max);
+    Ok(format!(
+        "Spearman {rho:.5}, largest |dV| {max_abs:.3e} over {} observations",
+        va.len()
+    ))
+}

@@ -1,0 +1,502 @@
+//! Writing V as the runtime's model format (`docs/model-format.md`) and reading it back
+//! into candle, so tests can compare the runtime against the trainer on the same file.
+
+use crate::nn::Mlp;
+use crate::stages::qlearn::{QModel, QNetwork};
+use anyhow::{bail, Context, Result};
+use candle_core::{Device, Tensor};
+use candle_nn::Module;
+use safetensors::Dtype;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub mod quantize;
+
+pub const FORMAT: &str = "laq-value";
+/// The version of fully connected models.
+pub const VERSION: &str = "1";
+/// The version of image models (convolutions before the linear layers).
+pub const CONV_VERSION: &str = "2";
+
+/// How the last layer's outputs become V.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// V = max over outputs (one Q value per latent action).
+    MaxQ,
+    /// V = 1 - ||outputs||_2 (the paper's appendix).
+    OneNorm,
+}
+
+impl Head {
+    pub fn name(self) -> &'static str {
+        match self {
+            Head::MaxQ => "max_q",
+            Head::OneNorm => "one_norm",
+        }
+    }
+}
+
+/// Weights of one linear layer, `[out, in]` row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layer {
+    pub out_dim: usize,
+    pub in_dim: usize,
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+}
+
+/// The convolutions of an image model, in front of its linear layers: 4x4 kernels,
+/// stride 2, one pixel of zero padding, ReLU after each, on channels-last maps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvLayers {
+    /// `[C, H, W]` of the input image.
+    pub input_shape: [usize; 3],
+    /// Weights `[out, 16 * in]`, each row's patch ordered (row, column, channel), and
+    /// biases (`in_dim` is `16 * in`).
+    pub layers: Vec<Layer>,
+}
+
+impl ConvLayers {
+    /// Height, width and channels of the last feature map, which the linear layers read
+    /// flattened in (row, column, channel) order.
+    pub fn out_shape(&self) -> (usize, usize, usize) {
+        let [c, h, w] = self.input_shape;
+        let n = self.layers.len();
+        let channels = self.layers.last().map_or(c, |l| l.out_dim);
+        (h >> n, w >> n, channels)
+    }
+}
+
+/// A value function as exported.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueModel {
+    /// Subtracted from each input (from each channel of an image).
+    pub mean: Vec<f32>,
+    /// 1 / std of each input (of each channel of an image).
+    pub scale: Vec<f32>,
+    /// The convolutions of an image model (`None`: fully connected).
+    pub conv: Option<ConvLayers>,
+    pub layers: Vec<Layer>,
+    pub head: Head,
+    pub gamma: f64,
+    /// Layers kept in f32 when the rest is exported as int8 (see `quantize`).
+    pub keep_f32: Vec<usize>,
+    /// Free-text metadata (labels, Q-learning, trainer version).
+    pub info: BTreeMap<String, String>,
+}
+
+impl ValueModel {
+    /// The Q-network as the runtime's model (V = max over its outputs): fully connected,
+    /// or convolutional (version 2 of the format). BCQ's V also depends on its imitation
+    /// network, which the format cannot hold: such networks are refused (the trainer
+    /// fits a network to their V instead).
+    pub fn from_qnetwork(q: &QNetwork, gamma: f64, info: BTreeMap<String, String>) -> Result<Self> {
+        if q.imitation.is_some() {
+            bail!(
+                "BCQ's V is a max over the actions its imitation network allows, which \
+                 `{FORMAT}` cannot express: fit a network to its V first"
+            );
+        }
+        let host = |m: &crate::nn::Mlp| -> Result<Vec<Layer>> {
+            Ok(m.to_host()?
+                .into_iter()
+                .map(|(dims, weight, bias)| Layer {
+                    out_dim: dims[0],
+                    in_dim: dims[1],
+                    weight,
+                    bias,
+                })
+                .collect())
+        };
+        let (conv, layers) = match &q.net {
+            QModel::Mlp(m) => (None, host(m)?),
+            QModel::Conv(c) => {
+                let mut conv = vec![];
+                let mut tensors = c.encoder.tensors().into_iter();
+                while let (Some((_, w)), Some((_, b))) = (tensors.next(), tensors.next()) {
+                    let (out_dim, in_dim) = w.dims2()?;
+                    conv.push(Layer {
+                        out_dim,
+                        in_dim,
+                        weight: w.flatten_all()?.to_vec1()?,
+                        bias: b.to_vec1()?,
+                    });
+                }
+                let shape = [c.shape.c, c.shape.h, c.shape.w];
+                let layers = ConvLayers {
+                    input_shape: shape,
+                    layers: conv,
+                };
+                (Some(layers), host(&c.head)?)
+            }
+        };
+        Ok(ValueModel {
+            mean: q.mean.clone(),
+            scale: q.std.iter().map(|s| 1.0 / s).collect(),
+            conv,
+            layers,
+            head: Head::MaxQ,
+            gamma,
+            keep_f32: vec![],
+            info,
+        })
+    }
+
+    /// The format and version this model is written in: `laq-value 1` (fully connected)
+    /// or `laq-value 2` (image model).
+    pub fn format_name(&self) -> String {
+        let version = if self.conv.is_some() {
+            CONV_VERSION
+        } else {
+            VERSION
+        };
+        format!("{FORMAT} {version}")
+    }
+
+    /// Values per state: `C * H * W` for an image model.
+    pub fn input_dim(&self) -> usize {
+        match &self.conv {
+            Some(c) => c.input_shape.iter().product(),
+            None => self.mean.len(),
+        }
+    }
+
+    pub fn num_outputs(&self) -> usize {
+        self.layers.last().map(|l| l.out_dim).unwrap_or(0)
+    }
+
+    /// The safetensors bytes. With `int8`, weights are stored as i8 with a per-output-row
+    /// scale (symmetric, max |w| maps to 127).
+    pub fn to_bytes(&self, int8: bool) -> Result<Vec<u8>> {
+        use crate::util::safetensors::{to_bytes, Entry};
+        let mut meta = self.info.clone();
+        meta.insert("format".into(), FORMAT.into());
+        match &self.conv {
+            None => meta.insert("version".into(), VERSION.into()),
+            Some(c) => {
+                meta.insert("input_shape".into(), serde_json::to_string(&c.input_shape)?);
+                meta.insert("num_conv".into(), c.layers.len().to_string());
+                meta.insert("version".into(), CONV_VERSION.into())
+            }
+        };
+        meta.insert("input_dim".into(), self.input_dim().to_string());
+        meta.insert("num_layers".into(), self.layers.len().to_string());
+        meta.insert("activation".into(), "relu".into());
+        meta.insert("head".into(), self.head.name().into());
+        meta.insert("gamma".into(), format!("{}", self.gamma as f32));
+        let d = self.mean.len();
+        let mut entries = vec![
+            Entry::f32("input.mean", vec![d], &self.mean),
+            Entry::f32("input.scale", vec![d], &self.scale),
+        ];
+        // Convolutions stay f32 under `int8`: the runtime reads them as f32 only.
+        for (i, l) in self.conv.iter().flat_map(|c| c.layers.iter()).enumerate() {
+            entries.push(Entry::f32(
+                format!("conv.{i}.weight"),
+                vec![l.out_dim, l.in_dim],
+                &l.weight,
+            ));
+            entries.push(Entry::f32(
+                format!("conv.{i}.bias"),
+                vec![l.out_dim],
+                &l.bias,
+            ));
+        }
+        for (i, l) in self.layers.iter().enumerate() {
+            let shape = vec![l.out_dim, l.in_dim];
+            if int8 && !self.keep_f32.contains(&i) {
+                let (q, s) = quantize_rows(&l.weight, l.in_dim);
+                entries.push(Entry {
+                    name: format!("layers.{i}.weight"),
+                    dtype: safetensors::Dtype::I8,
+                    shape,
+                    bytes: q.iter().map(|&x| x as u8).collect::<Vec<u8>>().into(),
+                });
+                entries.push(Entry::f32(format!("layers.{i}.scale"), vec![l.out_dim], &s));
+            } else {
+                entries.push(Entry::f32(format!("layers.{i}.weight"), shape, &l.weight));
+            }
+            entries.push(Entry::f32(
+                format!("layers.{i}.bias"),
+                vec![l.out_dim],
+                &l.bias,
+            ));
+        }
+        to_bytes(&entries, &meta)
+    }
+
+    /// Writes the model atomically.
+    pub fn save(&self, path: &Path, int8: bool) -> Result<()> {
+        crate::util::io::write_atomic(path, &self.to_bytes(int8)?)
+    }
+
+    /// Reads a model file back (f32 or int8 weights, dequantised), checking the format.
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Self::from_bytes(&bytes).with_context(|| format!("invalid model {}", path.display()))
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let st = safetensors::SafeTensors::deserialize(bytes).context("not a safetensors file")?;
+        let (_, header) = safetensors::SafeTensors::read_metadata(bytes)?;
+        let meta = header.metadata().clone().unwrap_or_default();
+        let get = |k: &str| meta.get(k).with_context(|| format!("metadata lacks `{k}`"));
+        let image = match (get("format")?.as_str(), get("version")?.as_str()) {
+            (FORMAT, VERSION) => false,
+            (FORMAT, CONV_VERSION) => true,
+            _ => bail!("not a `{FORMAT}` version {VERSION} or {CONV_VERSION} model"),
+        };
+        let head = match get("head")?.as_str() {
+            "max_q" => Head::MaxQ,
+            "one_norm" => Head::OneNorm,
+            h => bail!("unknown head `{h}`"),
+        };
+        let num_layers: usize = get("num_layers")?.parse().context("bad `num_layers`")?;
+        let gamma: f64 = meta
+            .get("gamma")
+            .map(|g| g.parse())
+            .transpose()
+            .context("bad `gamma`")?
+            .unwrap_or(1.0);
+        let f32_of = |name: &str| -> Result<(Vec<usize>, Vec<f32>)> {
+            let t = st
+                .tensor(name)
+                .with_context(|| format!("missing tensor `{name}`"))?;
+            if t.dtype() != Dtype::F32 {
+                bail!("tensor `{name}` is {:?}, expected F32", t.dtype());
+            }
+            let v = t
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            Ok((t.shape().to_vec(), v))
+        };
+        let (_, mean) = f32_of("input.mean")?;
+        let (_, scale) = f32_of("input.scale")?;
+        let conv = if image {
+            let shape: Vec<usize> = serde_json::from_str(get("input_shape")?)
+                .context("bad `input_shape` (expected [C, H, W])")?;
+            let input_shape: [usize; 3] = shape
+                .try_into()
+                .map_err(|s| anyhow::anyhow!("`input_shape` {s:?} is not [C, H, W]"))?;
+            let n: usize = get("num_conv")?.parse().context("bad `num_conv`")?;
+            let layers = (0..n)
+                .map(|i| {
+                    let (shape, weight) = f32_of(&format!("conv.{i}.weight"))?;
+                    let [out_dim, in_dim] = shape[..] else {
+                        bail!(
+                            "tensor `conv.{i}.weight` has shape {shape:?}, expected [out, 16 * in]"
+                        );
+                    };
+                    let (_, bias) = f32_of(&format!("conv.{i}.bias"))?;
+                    Ok(Layer {
+                        out_dim,
+                        in_dim,
+                        weight,
+                        bias,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Some(ConvLayers {
+                input_shape,
+                layers,
+            })
+        } else {
+            None
+        };
+        let mut layers = vec![];
+        let mut f32_layers = vec![];
+        let mut any_i8 = false;
+        for i in 0..num_layers {
+            let wname = format!("layers.{i}.weight");
+            let t = st
+                .tensor(&wname)
+                .with_context(|| format!("missing tensor `{wname}`"))?;
+            let shape = t.shape().to_vec();
+            if shape.len() != 2 {
+                bail!("tensor `{wname}` has shape {shape:?}, expected [out, in]");
+            }
+            let weight = match t.dtype() {
+                Dtype::F32 => {
+                    f32_layers.push(i);
+                    f32_of(&wname)?.1
+                }
+                Dtype::I8 => {
+                    any_i8 = true;
+                    let (_, s) = f32_of(&format!("layers.{i}.scale"))?;
+                    t.data()
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &q)| q as i8 as f32 * s[j / shape[1]])
+                        .collect()
+                }
+                other => bail!("tensor `{wname}` has dtype {other:?}"),
+            };
+            let (_, bias) = f32_of(&format!("layers.{i}.bias"))?;
+            layers.push(Layer {
+                out_dim: shape[0],
+                in_dim: shape[1],
+                weight,
+                bias,
+            });
+        }
+        let info = meta
+            .into_iter()
+            .filter(|(k, _)| {
+                ![
+                    "format",
+                    "version",
+                    "input_dim",
+                    "num_layers",
+                    "activation",
+                    "head",
+                    "gamma",
+                    "input_shape",
+                    "num_conv",
+                ]
+                .contains(&k.as_str())
+            })
+            .collect();
+        let keep_f32 = if any_i8 { f32_layers } else { vec![] };
+        Ok(ValueModel {
+            mean,
+            scale,
+            conv,
+            layers,
+            head,
+            gamma,
+            keep_f32,
+            info,
+        })
+    }
+
+    /// The first linear layer's inputs `[n, in_0]` for raw states `[n * D]`: the
+    /// standardised states, or for an image model (states `[C, H, W]`) the flattened
+    /// last feature map, computed with candle's `conv2d`.
+    pub fn features(&self, states: &[f32], device: &Device) -> Result<Tensor> {
+        let d = self.input_dim();
+        let n = states.len() / d.max(1);
+        let Some(conv) = &self.conv else {
+            let mean = Tensor::from_slice(&self.mean, (1, d), device)?;
+            let scale = Tensor::from_slice(&self.scale, (1, d), device)?;
+            return Ok(Tensor::from_slice(states, (n, d), device)?
+                .broadcast_sub(&mean)?
+                .broadcast_mul(&scale)?);
+        };
+        let [c, h, w] = conv.input_shape;
+        let mean = Tensor::from_slice(&self.mean, (1, c, 1, 1), device)?;
+        let scale = Tensor::from_slice(&self.scale, (1, c, 1, 1), device)?;
+        let mut x = Tensor::from_slice(states, (n, c, h, w), device)?
+            .broadcast_sub(&mean)?
+            .broadcast_mul(&scale)?;
+        for l in &conv.layers {
+            let cin = l.in_dim / 16;
+            // Rows are ordered (row, column, channel); candle's kernels [out, in, 4, 4].
+            let k = Tensor::from_slice(&l.weight, (l.out_dim, 4, 4, cin), device)?
+                .permute((0, 3, 1, 2))?
+                .contiguous()?;
+            let b = Tensor::from_slice(&l.bias, (1, l.out_dim, 1, 1), device)?;
+            x = x.conv2d(&k, 1, 2, 1, 1)?.broadcast_add(&b)?.relu()?;
+        }
+        // [n, C', H', W'] to the runtime's (row, column, channel) order.
+        Ok(x.permute((0, 2, 3, 1))?.contiguous()?.reshape((n, ()))?)
+    }
+
+    /// The linear layers as an [`Mlp`] on `device`.
+    pub fn mlp(&self, device: &Device) -> Result<Mlp> {
+        Ok(Mlp::from_layers(
+            self.layers
+                .iter()
+                .map(|l| {
+                    Ok((
+                        Tensor::from_slice(&l.weight, (l.out_dim, l.in_dim), device)?,
+                        Tensor::from_slice(&l.bias, l.out_dim, device)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ))
+    }
+
+    /// V of raw states `[n * D]`, computed with candle (the trainer's side of the
+    /// host-parity check).
+    pub fn values_candle(&self, states: &[f32], device: &Device) -> Result<Vec<f32>> {
+        let h = self.mlp(device)?.forward(&self.features(states, device)?)?;
+        let v = match self.head {
+            Head::MaxQ => h.max(1)?,
+            Head::OneNorm => (1.0 - h.sqr()?.sum(1)?.sqrt()?)?,
+        };
+        Ok(v.to_vec1()?)
+    }
+}
+
+/// Symmetric per-row int8 quantisation of a row-major `[rows, cols]` matrix.
+pub fn quantize_rows(w: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut q = Vec::with_capacity(w.len());
+    let mut scales = vec![];
+    for row in w.chunks_exact(cols) {
+        let m = row.iter().fold(0f32, |a, &x| a.max(x.abs()));
+        let s = if m > 0.0 { m / 127.0 } else { 1.0 };
+        scales.push(s);
+        q.extend(
+            row.iter()
+                .map(|&x| (x / s).round().clamp(-127.0, 127.0) as i8),
+        );
+    }
+    (q, scales)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> ValueModel {
+        ValueModel {
+            mean: vec![1.0, 2.0],
+            scale: vec![0.5, 0.25],
+            conv: None,
+            layers: vec![
+                Layer {
+                    out_dim: 3,
+                    in_dim: 2,
+                    weight: vec![1., -1., 0.5, 2., 0., -3.],
+                    bias: vec![0.1, 0.2, 0.3],
+                },
+                Layer {
+                    out_dim: 2,
+                    in_dim: 3,
+                    weight: vec![1., 1., 1., -1., 2., 0.5],
+                    bias: vec![0., 0.5],
+                },
+            ],
+            head: Head::MaxQ,
+            gamma: 0.95,
+            keep_f32: vec![],
+            info: BTreeMap::from([("labels".to_string(), "latent".to_string())]),
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_int8() {
+        let m = model();
+        let back = ValueModel::from_bytes(&m.to_bytes(false).unwrap()).unwrap();
+        assert_eq!(back.layers, m.layers);
+        assert_eq!(back.info, m.info);
+        assert!((back.gamma - 0.95).abs() < 1e-6);
+        let q = ValueModel::from_bytes(&m.to_bytes(true).unwrap()).unwrap();
+        for (a, b) in q.layers.iter().zip(&m.layers) {
+            for (x, y) in a.weight.iter().zip(&b.weight) {
+                assert!((x - y).abs() <= 3.0 / 127.0 / 2.0 + 1e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn candle_values_match_hand_computation() {
+        let m = model();
+        let v = m.values_candle(&[3.0, 6.0], &Device::Cpu).unwrap();
+        // x = (1, 1); h = relu([0.1, 2.7, -2.7]) = [0.1, 2.7, 0]; y = [2.8, 5.8]; V = 5.8
+        assert!((v[0] - 5.8).abs() < 1e-5, "{v:?}");
+    }
+}

@@ -1,0 +1,123 @@
+//! Starting a run as `laq train` does: fresh, resumed from its checkpoint, or repeated
+//! from a finished run directory, with the checks that keep each honest (same settings,
+//! same data by fingerprint, no silent overwrite of an unfinished run).
+
+use super::config::TrainConfig;
+use super::record::{RunInfo, RunMetrics, CONFIG_FILE};
+use crate::data::Dataset;
+use crate::stages::checkpoint::{self, Checkpointer};
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How a run starts.
+#[derive(Clone, Debug)]
+pub enum Start {
+    /// A new run on `data` into `out`, with settings made by `settings` from the data's
+    /// defaults.
+    Fresh { data: PathBuf, out: PathBuf },
+    /// The interrupted run in this directory, with its saved settings and data.
+    Resume { dir: PathBuf },
+    /// The finished run in `dir` again, into `out` (its `config.toml`, and the dataset
+    /// its `run.json` names, checked by fingerprint).
+    Repeat { dir: PathBuf, out: PathBuf },
+}
+
+/// What a resumed run must share with the interrupted one; saved in every checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Identity {
+    pub config: TrainConfig,
+    /// The dataset's absolute path.
+    pub data: String,
+    pub data_fingerprint: String,
+}
+
+/// Runs the pipeline as `start` says, checkpointing every `every`, and writes the run
+/// directory. `settings` makes a fresh run's settings from the data's defaults (a config
+/// file, then flags); resumed and repeated runs keep their own.
+pub fn launch(
+    start: &Start,
+    settings: impl FnOnce(TrainConfig) -> Result<TrainConfig>,
+    every: Duration,
+    device: &Device,
+) -> Result<(PathBuf, RunMetrics)> {
+    let (data_path, out, saved) = match start {
+        Start::Resume { dir } => {
+            let id: Identity = Checkpointer::identity_of(dir)?;
+            (PathBuf::from(&id.data), dir.clone(), Some(id.config))
+        }
+        Start::Fresh { data, out } => {
+            refuse_unfinished(out)?;
+            (data.clone(), out.clone(), None)
+        }
+        Start::Repeat { dir, out } => {
+            refuse_unfinished(out)?;
+            let run = RunInfo::read(dir)?;
+            let path = dir.join(CONFIG_FILE);
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let cfg: TrainConfig = toml::from_str(&text)
+                .with_context(|| format!("invalid settings in {}", path.display()))?;
+            (PathBuf::from(run.data), out.clone(), Some(cfg))
+        }
+    };
+    let data = Dataset::load(&data_path)?;
+    if let Start::Repeat { dir, .. } = start {
+        if RunInfo::read(dir)?.data_fingerprint != data.fingerprint() {
+            bail!(
+                "{} is not the dataset {} was trained on (fingerprint differs)",
+                data_path.display(),
+                dir.display()
+            );
+        }
+    }
+    let cfg = match saved {
+        Some(cfg) => cfg,
+        None => settings(TrainConfig::for_data(&data))?,
+    };
+    log::info!(
+        "{} transitions, observation shape {:?}",
+        data.len(),
+        data.obs_shape
+    );
+    let abs = std::fs::canonicalize(&data_path)
+        .with_context(|| format!("cannot resolve {}", data_path.display()))?;
+    let identity = Identity {
+        config: cfg.clone(),
+        data: abs.display().to_string(),
+        data_fingerprint: data.fingerprint(),
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut ckpt = if let Start::Resume { .. } = start {
+        log::info!("resuming the run in {}", out.display());
+        Checkpointer::resume(&out, every, &identity)?
+    } else {
+        Checkpointer::new(&out, every, &identity)?
+    };
+    let trained = super::train::train(&data, &cfg, device, Some(&mut ckpt))?;
+    let metrics = super::dir::write_run(
+        &out,
+        &data,
+        &cfg,
+        &trained,
+        &data_path.display().to_string(),
+    )?;
+    ckpt.finish()?;
+    Ok((out, metrics))
+}
+
+/// A fresh run must not overwrite one that a kill interrupted.
+fn refuse_unfinished(out: &Path) -> Result<()> {
+    if out.join(checkpoint::FILE).exists() {
+        bail!(
+            "{} holds an unfinished run ({}): continue it with `laq train --resume {}`, \
+             or delete that file to start over",
+            out.display(),
+            checkpoint::FILE,
+            out.display()
+        );
+    }
+    Ok(())
+}

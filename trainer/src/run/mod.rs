@@ -1,0 +1,11 @@
+//! One training run end to end: its settings ([`config`]), the pipeline ([`train`]), how
+//! `laq train` starts, resumes or repeats it ([`launch`]), and the run directory it writes
+//! ([`dir`]: model, [`record`]s, [`figures`] drawn with [`plot`], report).
+
+pub mod config;
+pub mod dir;
+pub mod figures;
+pub mod launch;
+pub mod plot;
+pub mod record;
+pub mod train;

@@ -1,0 +1,167 @@
+//! Typed records of the files a run directory holds and the code reads back: `run.json`
+//! ([`RunInfo`]) and `metrics.json` ([`RunMetrics`], whose `Display` is `summary.txt`).
+//! The JSON and the text come from the same struct.
+
+use crate::export::ValueModel;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+/// The runtime's model file in a run directory.
+pub const VALUE_FILE: &str = "value.safetensors";
+/// The run record in a run directory.
+pub const RUN_FILE: &str = "run.json";
+/// The metrics in a run directory.
+pub const METRICS_FILE: &str = "metrics.json";
+/// The settings in a run directory.
+pub const CONFIG_FILE: &str = "config.toml";
+
+/// `run.json`: enough to repeat a run from its directory alone (`laq train --repeat DIR`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The dataset as the command line named it.
+    pub data: String,
+    /// [`crate::data::Dataset::fingerprint`] of the dataset.
+    pub data_fingerprint: String,
+    pub transitions: usize,
+    pub seed: u64,
+    pub laq_version: String,
+    /// `laq-value 1` or `laq-value 2`.
+    pub model_format: String,
+    pub command: String,
+}
+
+impl RunInfo {
+    /// Reads `DIR/run.json`.
+    pub fn read(dir: &Path) -> Result<Self> {
+        read_json(&dir.join(RUN_FILE))
+    }
+}
+
+impl fmt::Display for RunInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "data         {} ({} transitions, fingerprint {})",
+            self.data, self.transitions, self.data_fingerprint
+        )?;
+        writeln!(f, "seed         {}", self.seed)?;
+        writeln!(f, "model        {}", self.model_format)?;
+        writeln!(f, "laq          {}", self.laq_version)?;
+        writeln!(f, "command      {}", self.command)
+    }
+}
+
+/// The exported model, as the summary describes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelSummary {
+    pub input_dim: usize,
+    pub outputs: usize,
+    /// `[C, H, W]` and number of convolutions of an image model.
+    pub conv: Option<([usize; 3], usize)>,
+    pub layers: usize,
+    pub head: String,
+}
+
+impl ModelSummary {
+    /// The summary of `m`.
+    pub fn of(m: &ValueModel) -> Self {
+        ModelSummary {
+            input_dim: m.input_dim(),
+            outputs: m.num_outputs(),
+            conv: m.conv.as_ref().map(|c| (c.input_shape, c.layers.len())),
+            layers: m.layers.len(),
+            head: m.head.name().to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ModelSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} -> {} (", self.input_dim, self.outputs)?;
+        if let Some((shape, n)) = self.conv {
+            write!(f, "{n} convolutions on {shape:?} images, then ")?;
+        }
+        write!(f, "{} layers, head {})", self.layers, self.head)
+    }
+}
+
+/// `metrics.json`: what a run measured without any reference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunMetrics {
+    /// The dataset as the command line named it.
+    pub source: String,
+    pub labels: String,
+    /// The Q-learning that ran (`auto` resolved).
+    pub q: String,
+    pub transitions: usize,
+    pub obs_shape: Vec<usize>,
+    pub num_actions: usize,
+    /// Transitions Q-learning used (fewer with `top_actions`).
+    pub q_transitions: usize,
+    pub top_actions: Option<usize>,
+    /// Transitions per label.
+    pub label_usage: Vec<usize>,
+    /// Mean forward-model loss per tenth of mining (latent labels only).
+    pub mining_loss: Option<Vec<f32>>,
+    /// Mean Q-learning loss per tenth of training.
+    pub q_loss: Vec<f32>,
+    /// Seconds per stage.
+    pub timings_s: BTreeMap<String, f64>,
+    /// Largest |fitted - learned| where the exported network was fitted to a table or V.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export_max_abs_error: Option<f64>,
+    /// Purity of the labels against discrete ground-truth actions, ignoring the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_purity: Option<f64>,
+    /// State-conditioned purity (discrete states and actions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purity: Option<f64>,
+    pub model: ModelSummary,
+}
+
+impl RunMetrics {
+    /// Reads `DIR/metrics.json`.
+    pub fn read(dir: &Path) -> Result<Self> {
+        read_json(&dir.join(METRICS_FILE))
+    }
+}
+
+/// `summary.txt`.
+impl fmt::Display for RunMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "LAQ run on {}", self.source)?;
+        writeln!(f, "  transitions        {}", self.transitions)?;
+        writeln!(f, "  observation shape  {:?}", self.obs_shape)?;
+        writeln!(
+            f,
+            "  labels             {} ({} actions)",
+            self.labels, self.num_actions
+        )?;
+        writeln!(f, "  label usage        {:?}", self.label_usage)?;
+        writeln!(f, "  Q-learning         {}", self.q)?;
+        if let Some(p) = self.purity {
+            writeln!(f, "  purity (state)     {p:.4}")?;
+        }
+        if let Some(e) = self.export_max_abs_error {
+            writeln!(
+                f,
+                "  export error       {e:.2e} (largest |fitted - learned| on the fitted states)"
+            )?;
+        }
+        writeln!(f, "  model              {VALUE_FILE}: {}", self.model)?;
+        for (k, v) in &self.timings_s {
+            writeln!(f, "  time {k:<28} {v:.2} s")?;
+        }
+        Ok(())
+    }
+}
+
+/// A JSON file as `T`, with errors that name the file.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))
+}

@@ -1,0 +1,414 @@
+//! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
+
+use super::config::TrainConfig;
+use crate::data::Dataset;
+use crate::export::ValueModel;
+use crate::stages::checkpoint::{Checkpointer, State};
+use crate::stages::labels::{self, Labelled};
+use crate::stages::qlearn::{self, DqnInputs, QKind, QNetwork, Table};
+use anyhow::Result;
+use candle_core::Device;
+use std::collections::BTreeMap;
+use std::time::Instant;
+/// Everything a run produced.
+pub struct Trained {
+    pub labelled: Labelled,
+    /// `Tabular` or `Dqn`: what `auto` resolved to.
+    pub q_used: QKind,
+    pub table: Option<Table>,
+    /// The runtime's model (`value.safetensors`).
+    pub model: ValueModel,
+    /// The deep Q-network (DQN, BCQ, CQL), as trained.
+    pub qnet: Option<QNetwork>,
+    pub distill_max_abs_error: Option<f64>,
+    pub q_loss: Vec<f32>,
+    /// Transitions Q-learning used (fewer than the data with `top_actions`).
+    pub q_transitions: usize,
+    /// Seconds spent in each stage, in order.
+    pub timings: Vec<(String, f64)>,
+}
+
+/// Labels the data, learns Q, and builds the exportable value model. With `ckpt`, every
+/// stage saves its state through it, and a resumed run skips finished stages and ends with
+/// the same model as an uninterrupted one.
+pub fn train(
+    data: &Dataset,
+    cfg: &TrainConfig,
+    device: &Device,
+    mut ckpt: Option<&mut Checkpointer>,
+) -> Result<Trained> {
+    let mut timings = vec![];
+    let t = Instant::now();
+    let labelled = match ckpt.as_deref().map(|c| restore_labels(c.done())) {
+        Some(Some(l)) => l?,
+        _ => {
+            let l = labels::make(
+                cfg.labels,
+                data,
+                &cfg.mining,
+                cfg.seed,
+                device,
+                ckpt.as_deref_mut(),
+            )?;
+            if let Some(c) = ckpt.as_deref_mut() {
+                let mut st = State::default();
+                st.put_u32("labels", l.labels.clone());
+                if let Some(loss) = &l.mining_loss {
+                    st.put_f32("mining_loss", loss.clone());
+                }
+                st.set_record(
+                    LABELS,
+                    &LabelsDone {
+                        num_actions: l.num_actions,
+                    },
+                )?;
+                c.finish_stage(LABELS, st)?;
+            }
+            l
+        }
+    };
+    timings.push((
+        format!("labels ({})", cfg.labels.key()),
+        t.elapsed().as_secs_f64(),
+    ));
+    log::info!(
+        "labelled {} transitions with {} `{}` labels in {:.1} s",
+        labelled.labels.len(),
+        labelled.num_actions,
+        cfg.labels.key(),
+        t.elapsed().as_secs_f64()
+    );
+    // Q-learning may see a subset: the transitions of the most used labels, relabelled.
+    let kept = match cfg.top_actions {
+        Some(0) => anyhow::bail!("--top-actions must be at least 1"),
+        Some(n) if n < labelled.num_actions => {
+            Some(top_labels(&labelled.labels, labelled.num_actions, n))
+        }
+        _ => None,
+    };
+    let subset = kept.as_ref().map(|(idx, _)| data.select(idx));
+    let (qdata, qlabels, qk) = match (&subset, &kept) {
+        (Some(d), Some((_, l))) => (d, l.clone(), cfg.top_actions.unwrap_or(0)),
+        _ => (data, labelled.labels.clone(), labelled.num_actions),
+    };
+    if qdata.is_empty() {
+        anyhow::bail!("no transitions left for Q-learning");
+    }
+    let q_used = match cfg.q {
+        QKind::Auto if qlearn::is_tabular(data) => QKind::Tabular,
+        QKind::Auto => QKind::Dqn,
+        q => q,
+    };
+    let mut info = model_info(cfg);
+    let t = Instant::now();
+    let out = match q_used {
+        QKind::Tabular => {
+            if !data.observations.iter().all(|v| v.fract() == 0.0) {
+                anyhow::bail!("`--q tabular` needs integer-valued observations; use `--q dqn`");
+            }
+            let table = qlearn::tabular(qdata, &qlabels, qk, &cfg.tabular, cfg.seed)?;
+            timings.push(("Q-learning (tabular)".into(), t.elapsed().as_secs_f64()));
+            let t = Instant::now();
+            let (net, err) = qlearn::distill(&table, &cfg.distill, cfg.seed, device)?;
+            timings.push((
+                "export (fit MLP to table)".into(),
+                t.elapsed().as_secs_f64(),
+            ));
+            info.insert("q".to_string(), q_used.name().to_string());
+            let model = ValueModel::from_qnetwork(&net, cfg.tabular.gamma, info)?;
+            Trained {
+                labelled,
+                q_used,
+                table: Some(table),
+                model,
+                qnet: None,
+                distill_max_abs_error: Some(err),
+                q_loss: net.loss_curve,
+                q_transitions: qdata.len(),
+                timings,
+            }
+        }
+        variant => {
+            let name = variant.name();
+            let inputs = DqnInputs {
+                data: qdata,
+                labels: &qlabels,
+                num_actions: qk,
+                variant,
+                probe: None,
+            };
+            let net = qlearn::dqn(&inputs, &cfg.dqn, cfg.seed, device, ckpt)?;
+            timings.push((format!("Q-learning ({name})"), t.elapsed().as_secs_f64()));
+            info.insert("q".to_string(), name.to_string());
+            let (model, err) = if net.imitation.is_some() {
+                // BCQ's V is a max over the actions its imitation network allows, which
+                // the format's max-Q head cannot express: export V itself (one output),
+                // fitted on the data's states by a network of the same kind.
+                let t = Instant::now();
+                let step = (qdata.len() / 20000).max(1);
+                let (fitted, err, what) = if net.net.is_conv() {
+                    let idx: Vec<usize> = (0..qdata.len()).step_by(step).collect();
+                    let channels = &cfg.dqn.conv.channels;
+                    let (f, e) = qlearn::fit_image(
+                        &net,
+                        qdata,
+                        &idx,
+                        channels,
+                        &cfg.distill,
+                        cfg.seed,
+                        device,
+                    )?;
+                    (f, e, "export (fit conv net to V)")
+                } else {
+                    let d = qdata.obs_dim();
+                    let states: Vec<f32> = (0..qdata.len())
+                        .step_by(step)
+                        .flat_map(|i| qdata.obs_row(i).into_owned())
+                        .collect();
+                    let v = net.values(&states, device)?;
+                    let (f, e) = qlearn::fit(&states, d, &v, 1, &cfg.distill, cfg.seed, device)?;
+                    (f, e, "export (fit MLP to V)")
+                };
+                timings.push((what.into(), t.elapsed().as_secs_f64()));
+                (
+                    ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?,
+                    Some(err),
+                )
+            } else {
+                (ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?, None)
+            };
+            Trained {
+                labelled,
+                q_used: variant,
+                table: None,
+                model,
+                q_loss: net.loss_curve.clone(),
+                qnet: Some(net),
+                distill_max_abs_error: err,
+                q_transitions: qdata.len(),
+                timings,
+            }
+        }
+    };
+    Ok(out)
+}
+
+/// The free-text metadata a trained model carries (the Q-learning variant is added once
+/// known), so that the same settings give the same file wherever the model is built.
+pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
+    let mut info = BTreeMap::new();
+    info.insert("labels".to_string(), cfg.labels.key().to_string());
+    info.insert(
+        "trainer".to_string(),
+        format!("laq {}", env!("CARGO_PKG_VERSION")),
+    );
+    info.insert("seed".to_string(), cfg.seed.to_string());
+    info
+}
+
+/// The checkpoint stage name of labelling.
+const LABELS: &str = "labels";
+
+/// What a finished labelling stage records besides its arrays.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LabelsDone {
+    num_actions: usize,
+}
+
+/// The labels a finished labelling stage left in a checkpoint, if it finished.
+fn restore_labels(done: &State) -> Option<Result<Labelled>> {
+    let rec = done.done_record::<LabelsDone>(LABELS, LABELS)?;
+    Some(rec.and_then(|rec| {
+        Ok(Labelled {
+            labels: done.u32("done.labels")?.to_vec(),
+            num_actions: rec.num_actions,
+            mining_loss: done.f32("done.mining_loss").ok().map(<[f32]>::to_vec),
+        })
+    }))
+}
+
+/// Indices of the transitions whose label is among the `n` most used (ties: lower label
+/// first), and their labels renumbered 0..n by decreasing use.
+pub fn top_labels(labels: &[u32], k: usize, n: usize) -> (Vec<usize>, Vec<u32>) {
+    let mut usage = vec![0usize; k];
+    for &l in labels {
+        usage[l as usize] += 1;
+    }
+    let mut order: Vec<usize> = (0..k).collect();
+    order.sort_by(|&a, &b| usage[b].cmp(&usage[a]).then(a.cmp(&b)));
+    let mut new = vec![u32::MAX; k];
+    for (rank, &l) in order.iter().take(n).enumerate() {
+        new[l] = rank as u32;
+    }
+    labels
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| new[l as usize] != u32::MAX)
+        .map(|(i, &l)| (i, new[l as usize]))
+        .unzip()
+}
+
+/// Metrics that need no reference: label usage and, when the data carries discrete
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kill right after any checkpoint (mid-screening, mid-mining, mid-Q-learning, BCQ
+    /// included) and a resume give the same model bytes as an uninterrupted run.
+    #[test]
+    fn resumed_runs_end_with_the_uninterrupted_model() {
+        use crate::stages::checkpoint::{Checkpointer, Interrupted};
+        let device = Device::Cpu;
+        let data = crate::envs::maze2d::Maze::named("umaze")
+            .unwrap()
+            .generate(3000, 500, 3);
+        let mut cfg = TrainConfig::continuous();
+        cfg.q = QKind::Bcq;
+        cfg.mining.steps = 200;
+        cfg.mining.batch_size = 64;
+        cfg.dqn.steps = 300;
+        cfg.dqn.target_update = 50;
+        cfg.distill.steps = 50;
+        let bytes = |t: &Trained| t.model.to_bytes(false).unwrap();
+        let reference = bytes(&train(&data, &cfg, &device, None).unwrap());
+        let id = |cfg: &TrainConfig| serde_json::json!({ "config": cfg });
+        // Screening is 60 steps per restart (0.3 of 200), so progress 70 lies in the second
+        // restart and 150 in the main phase.
+        for (stage, step) in [("mining", 70), ("mining", 150), ("q-learning", 120)] {
+            let dir = tempfile::tempdir().unwrap();
+            let every = std::time::Duration::from_secs(3600);
+            let mut c = Checkpointer::new(dir.path(), every, &id(&cfg)).unwrap();
+            c.interrupt_at = Some((stage.to_string(), step));
+            let e = train(&data, &cfg, &device, Some(&mut c))
+                .err()
+                .expect("interrupted");
+            assert!(e.downcast_ref::<Interrupted>().is_some(), "{e:#}");
+            let mut c = Checkpointer::resume(dir.path(), every, &id(&cfg)).unwrap();
+            let resumed = train(&data, &cfg, &device, Some(&mut c)).unwrap();
+            assert!(bytes(&resumed) == reference, "{stage} {step}");
+            // Another run's checkpoint is refused.
+            let mut other = cfg.clone();
+            other.seed = 9;
+            assert!(Checkpointer::resume(dir.path(), every, &id(&other)).is_err());
+        }
+    }
+
+    /// The convolutional path (image mining with screening restarts, then a convolutional
+    /// DQN) resumes exactly too, and its run directory holds the runtime's image model,
+    /// which `laq predict` scores like the trained Q-network.
+    #[test]
+    fn image_runs_resume_exactly_and_write_a_runtime_model() {
+        use crate::stages::checkpoint::{Checkpointer, Interrupted};
+        let device = Device::Cpu;
+        let data = crate::envs::squares::moving_squares(300, 32, true, 2);
+        let mut cfg = TrainConfig::for_data(&data);
+        assert_eq!(cfg.q, QKind::Auto);
+        cfg.mining.latent_actions = 3;
+        cfg.mining.steps = 40;
+        cfg.mining.restarts = 2;
+        cfg.mining.conv.channels = vec![4, 8];
+        cfg.dqn.conv.channels = vec![4, 8];
+        cfg.dqn.hidden = vec![16];
+        cfg.dqn.steps = 40;
+        cfg.dqn.target_update = 10;
+        let info = BTreeMap::new();
+        let bytes = |t: &Trained| {
+            let mut b = t.qnet.as_ref().unwrap().to_bytes(0.99, &info).unwrap();
+            b.extend(t.model.to_bytes(false).unwrap());
+            b
+        };
+        let whole = train(&data, &cfg, &device, None).unwrap();
+        assert_eq!(whole.q_used, QKind::Dqn);
+        let reference = bytes(&whole);
+        let id = |cfg: &TrainConfig| serde_json::json!({ "config": cfg });
+        // Screening is 12 steps per restart, so 18 lies in the second restart.
+        for (stage, step) in [("mining", 18), ("mining", 30), ("q-learning", 25)] {
+            let dir = tempfile::tempdir().unwrap();
+            let every = std::time::Duration::from_secs(3600);
+            let mut c = Checkpointer::new(dir.path(), every, &id(&cfg)).unwrap();
+            c.interrupt_at = Some((stage.to_string(), step));
+            let e = train(&data, &cfg, &device, Some(&mut c))
+                .err()
+                .expect("interrupted");
+            assert!(e.downcast_ref::<Interrupted>().is_some(), "{e:#}");
+            let mut c = Checkpointer::resume(dir.path(), every, &id(&cfg)).unwrap();
+            let resumed = train(&data, &cfg, &device, Some(&mut c)).unwrap();
+            assert_eq!(
+                resumed.labelled.labels, whole.labelled.labels,
+                "{stage} {step}"
+            );
+            assert!(bytes(&resumed) == reference, "{stage} {step}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let m = crate::run::dir::write_run(dir.path(), &data, &cfg, &whole, "squares.npz").unwrap();
+        assert_eq!(m.obs_shape, [3, 32, 32]);
+        assert_eq!(crate::run::record::RunMetrics::read(dir.path()).unwrap(), m);
+        let run = crate::run::record::RunInfo::read(dir.path()).unwrap();
+        assert_eq!(run.model_format, "laq-value 2");
+        let summary = std::fs::read_to_string(dir.path().join("summary.txt")).unwrap();
+        assert!(
+            summary.contains("2 convolutions on [3, 32, 32] images"),
+            "{summary}"
+        );
+        let from_runtime =
+            crate::eval::predict::values(&dir.path().join(crate::run::record::VALUE_FILE), &data)
+                .unwrap();
+        let all: Vec<usize> = (0..data.len()).collect();
+        let trained = whole
+            .qnet
+            .as_ref()
+            .unwrap()
+            .values_of(&data, &all, &device)
+            .unwrap();
+        for (i, (a, b)) in from_runtime.iter().zip(&trained).enumerate() {
+            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{i}: {a} vs {b}");
+        }
+        // A trainer-only Q-network file is refused with a pointer to the runtime's file.
+        let qnet = dir.path().join("qnet.safetensors");
+        whole
+            .qnet
+            .as_ref()
+            .unwrap()
+            .save(&qnet, 0.99, &info)
+            .unwrap();
+        let e = crate::eval::predict::values(&qnet, &data)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("value.safetensors"), "{e}");
+    }
+
+    #[test]
+    fn settings_round_trip_through_toml_and_reject_typos() {
+        let cfg = TrainConfig::continuous();
+        let text = cfg.to_toml().unwrap();
+        let back = TrainConfig::default().overlay_toml(&text).unwrap();
+        assert_eq!(back.to_toml().unwrap(), text);
+        let part = TrainConfig::default()
+            .overlay_toml("seed = 7\ntop_actions = 4\n[dqn]\nsteps = 10\n")
+            .unwrap();
+        assert_eq!(
+            (part.seed, part.top_actions, part.dqn.steps),
+            (7, Some(4), 10)
+        );
+        assert_eq!(part.mining.steps, TrainConfig::default().mining.steps);
+        let e = TrainConfig::default()
+            .overlay_toml("[dqn]\nstep = 10\n")
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("unknown setting `dqn.step`"),
+            "{e:#}"
+        );
+        let e = TrainConfig::default()
+            .overlay_toml("seed = \"x\"")
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("wrong type"), "{e:#}");
+    }
+
+    #[test]
+    fn top_labels_keep_the_most_used() {
+        let labels = [2, 0, 2, 1, 2, 0, 3];
+        let (idx, new) = top_labels(&labels, 4, 2);
+        assert_eq!(idx, vec![0, 1, 2, 4, 5]);
+        assert_eq!(new, vec![0, 1, 0, 0, 1]);
+    }
+}

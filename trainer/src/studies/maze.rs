@@ -1,0 +1,336 @@
+//! `laq reproduce maze2d`: the Maze2D value study (label sources x Q-learning x seeds),
+//! then controller guidance and reward shaping with the LAQ model.
+
+use crate::export::ValueModel;
+use crate::run::config::TrainConfig;
+use crate::stages::labels::{self, LabelSource};
+use crate::stages::qlearn::{self, QKind};
+use crate::util::stats;
+use anyhow::{Context, Result};
+use candle_core::Device;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct MazeStudy {
+    pub layout: String,
+    pub steps: usize,
+    pub episode_len: usize,
+    pub seeds: Vec<u64>,
+    pub sources: Vec<LabelSource>,
+    pub qs: Vec<QKind>,
+    pub train: TrainConfig,
+    pub reference: crate::rl::td3bc::Td3BcConfig,
+    /// At most this many dataset states are scored at each checkpoint.
+    pub probes: usize,
+    /// Zero-shot controller guidance of the differential-drive robot with the first
+    /// seed's LAQ and single-action DQN models (`None`: skipped).
+    pub guide: Option<crate::studies::guidance::GuideConfig>,
+    /// Online SAC from the sparse reward against SAC with the first seed's LAQ V as a
+    /// potential, per body (empty: skipped).
+    pub shaping: Vec<(
+        crate::studies::shaping::Body,
+        crate::studies::shaping::ShapingConfig,
+    )>,
+}
+
+impl Default for MazeStudy {
+    fn default() -> Self {
+        // Any continuous dataset gets these settings from `laq train` as well.
+        let train = TrainConfig::continuous();
+        MazeStudy {
+            layout: "umaze".into(),
+            steps: 200_000,
+            episode_len: 1000,
+            seeds: vec![0, 1, 2],
+            sources: vec![
+                LabelSource::Latent,
+                LabelSource::Single,
+                LabelSource::Cluster,
+                LabelSource::ClusterDiff,
+            ],
+            qs: vec![QKind::Dqn, QKind::Bcq],
+            train,
+            reference: Default::default(),
+            probes: 5000,
+            guide: Some(Default::default()),
+            shaping: [
+                crate::studies::shaping::Body::PointMass,
+                crate::studies::shaping::Body::Unicycle,
+            ]
+            .into_iter()
+            .map(|b| (b, crate::studies::shaping::ShapingConfig::for_body(b)))
+            .collect(),
+        }
+    }
+}
+
+/// The paper's Maze2D Spearman correlations (Tables 1 and 2) for DQN and BCQ.
+fn paper_maze(source: LabelSource, q: QKind) -> Option<f64> {
+    let (dqn, bcq) = match source {
+        LabelSource::Latent => (0.844, 0.927),
+        LabelSource::Single => (0.673, 0.710),
+        LabelSource::Cluster => (0.613, 0.876),
+        LabelSource::ClusterDiff => (0.490, 0.719),
+        _ => return None,
+    };
+    match q {
+        QKind::Dqn => Some(dqn),
+        QKind::Bcq => Some(bcq),
+        _ => None,
+    }
+}
+
+/// Runs the Maze2D value study: every label source and Q variant over several seeds,
+/// Spearman against V learned with ground-truth actions (TD3+BC) and against the
+/// shortest-path oracle, at the last checkpoint (no oracle involved) and at the 95th
+/// percentile over checkpoints (the paper's oracle model selection).
+pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, String)> {
+    let total = Instant::now();
+    let maze = crate::envs::maze2d::Maze::named(&study.layout)?;
+    let data = maze.generate(study.steps, study.episode_len, 0);
+    data.save(&out.join("maze.npz"))?;
+    let stride = (data.len() / study.probes.max(1)).max(1);
+    let probe_idx: Vec<usize> = (0..data.len()).step_by(stride).collect();
+    let probe: Vec<f32> = probe_idx
+        .iter()
+        .flat_map(|&i| data.obs(i).to_vec())
+        .collect();
+    let dist = maze.cell_distances(maze.target);
+    let oracle: Vec<f64> = probe_idx
+        .iter()
+        .map(|&i| -(maze.oracle_distance(data.obs(i)[0], data.obs(i)[1], &dist) as f64))
+        .collect();
+    let t = Instant::now();
+    let reference = crate::rl::td3bc::train(&data, &study.reference, 0, device)?;
+    let gt: Vec<f64> = reference
+        .values(&probe, device)?
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let mut timings = vec![("reference (TD3+BC)".to_string(), t.elapsed().as_secs_f64())];
+    let gt_vs_oracle = stats::spearman(&gt, &oracle);
+
+    // (source, q) -> per seed: (gt last, oracle last, gt p95, oracle p95)
+    let mut rows: std::collections::BTreeMap<String, Vec<[f64; 4]>> = Default::default();
+    // The first seed's DQN value models, exported as `laq train` would write them.
+    let mut exported: std::collections::BTreeMap<&str, Vec<u8>> = Default::default();
+    for &seed in &study.seeds {
+        for &source in &study.sources {
+            let t = Instant::now();
+            let cfg = TrainConfig {
+                seed,
+                ..study.train.clone()
+            };
+            let l = labels::make(source, &data, &cfg.mining, seed, device, None)?;
+            for &q in &study.qs {
+                let inputs = qlearn::DqnInputs {
+                    data: &data,
+                    labels: &l.labels,
+                    num_actions: l.num_actions,
+                    variant: q,
+                    probe: Some(&probe),
+                };
+                let net = qlearn::dqn(&inputs, &cfg.dqn, seed, device, None)?;
+                let (mut sg, mut so) = (vec![], vec![]);
+                for (_, v) in &net.checkpoints {
+                    let v: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+                    sg.push(stats::spearman(&v, &gt));
+                    so.push(stats::spearman(&v, &oracle));
+                }
+                if seed == study.seeds[0]
+                    && q == QKind::Dqn
+                    && matches!(source, LabelSource::Latent | LabelSource::Single)
+                {
+                    let mut info = crate::run::train::model_info(&TrainConfig {
+                        labels: source,
+                        ..cfg.clone()
+                    });
+                    info.insert("q".into(), QKind::Dqn.name().into());
+                    let model = ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?;
+                    exported.insert(source.key(), model.to_bytes(false)?);
+                }
+                let last = |s: &[f64]| s.last().copied().unwrap_or(f64::NAN);
+                rows.entry(format!("{}/{}", source.key(), q.name()))
+                    .or_default()
+                    .push([
+                        last(&sg),
+                        last(&so),
+                        stats::percentile(&sg, 95.0),
+                        stats::percentile(&so, 95.0),
+                    ]);
+            }
+            timings.push((
+                format!("seed {seed} {}", source.key()),
+                t.elapsed().as_secs_f64(),
+            ));
+        }
+    }
+    for (key, bytes) in &exported {
+        let dir = out.join(format!("model_{key}"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        crate::util::io::write_atomic(&dir.join("value.safetensors"), bytes)?;
+    }
+    let guidance = match (&study.guide, exported.get("latent")) {
+        (Some(g), Some(laq)) => {
+            let t = Instant::now();
+            let r = crate::studies::guidance::guidance_study(
+                &maze,
+                laq,
+                exported.get("single").map(Vec::as_slice),
+                g,
+                0,
+            )?;
+            timings.push(("guidance".into(), t.elapsed().as_secs_f64()));
+            Some(r)
+        }
+        _ => None,
+    };
+    let mut shaping = vec![];
+    if let Some(laq) = exported.get("latent") {
+        if !study.shaping.is_empty() && study.layout != "umaze" {
+            log::warn!("the shaping study is set up for the U-maze only; skipped");
+        } else {
+            for (body, cfg) in &study.shaping {
+                let t = Instant::now();
+                let bar =
+                    crate::util::progress::bar(cfg.total_steps(), &format!("SAC, {}", body.name()));
+                let r = crate::studies::shaping::shaping_study(&maze, laq, *body, cfg, &bar)?;
+                bar.finish_and_clear();
+                crate::studies::shaping::write_figures(out, &maze, laq, &r)?;
+                timings.push((
+                    format!("shaping ({})", body.name()),
+                    t.elapsed().as_secs_f64(),
+                ));
+                shaping.push(r);
+            }
+        }
+    }
+    timings.push(("total".into(), total.elapsed().as_secs_f64()));
+
+    let mean = |v: &[[f64; 4]], j: usize| v.iter().map(|r| r[j]).sum::<f64>() / v.len() as f64;
+    let mut methods = serde_json::Map::new();
+    let mut report = format!(
+        "Maze2D {} ({} transitions), {} seed(s); Spearman over {} dataset states\n\
+         TD3+BC reference (ground-truth actions) vs oracle: {gt_vs_oracle:.3}\n\n",
+        study.layout,
+        data.len(),
+        study.seeds.len(),
+        probe.len() / 4
+    );
+    report += "method                 vs GT V: last   p95   paper  | vs oracle: last   p95\n";
+    for &source in &study.sources {
+        for &q in &study.qs {
+            let key = format!("{}/{}", source.key(), q.name());
+            let Some(r) = rows.get(&key) else { continue };
+            let paper = paper_maze(source, q)
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "  -  ".into());
+            report += &format!(
+                "{key:<22} {:>13.3} {:>6.3}  {paper}  | {:>15.3} {:>6.3}\n",
+                mean(r, 0),
+                mean(r, 2),
+                mean(r, 1),
+                mean(r, 3)
+            );
+            methods.insert(
+                key,
+                json!({
+                    "spearman_gt": mean(r, 0), "spearman_oracle": mean(r, 1),
+                    "spearman_gt_p95": mean(r, 2), "spearman_oracle_p95": mean(r, 3),
+                    "per_seed": r,
+                }),
+            );
+        }
+    }
+    report += "\nlast: the final checkpoint (no oracle involved); p95: 95th percentile over checkpoints,\n";
+    report += "the paper's model selection, which peeks at the reference. Paper column: vs GT-action V.\n";
+    let mut guidance_json = Value::Null;
+    if let Some(r) = &guidance {
+        use crate::studies::guidance::Policy;
+        report += &format!(
+            "\nZero-shot guidance of a differential-drive robot ({} random starts, primitives of {} \
+             units, V queried at (x, y, 0, 0); paper: no counterpart in Maze2D)\n",
+            r.config.starts, r.config.drive_length
+        );
+        report += "policy               success    SPL   decisions\n";
+        let mut per = serde_json::Map::new();
+        for p in &r.policies {
+            report += &format!(
+                "{:<20} {:>7.2} {:>6.3} {:>10.1}\n",
+                p.policy.key(),
+                p.success,
+                p.spl,
+                p.mean_decisions
+            );
+            per.insert(p.policy.key().into(), serde_json::to_value(p)?);
+        }
+        let laq = r.summary(Policy::LaqValue);
+        guidance_json = json!({
+            "success": laq.map(|p| p.success),
+            "spl": laq.map(|p| p.spl),
+            "policies": per,
+            "starts": r.config.starts,
+            "drive_length": r.config.drive_length,
+        });
+        crate::util::io::write_text(&out.join("guidance.json"), &serde_json::to_string(r)?)?;
+    }
+    let mut shaping_json = serde_json::Map::new();
+    if !shaping.is_empty() {
+        report += "\nDensified RL: SAC with 5 x sparse reward, alone (sparse) or plus gamma V(s') - V(s) \
+                   of the LAQ model (shaped); success of the deterministic policy from fixed starts,\n\
+                   mean (s.e.) over seeds. The robot is another body: V is queried at (x, y, 0, 0).\n";
+        report += "body        reward   final        AUC  steps to 0.8  (of)   seeds\n";
+        for r in &shaping {
+            let mut per = serde_json::Map::new();
+            for c in &r.conditions {
+                report += &format!(
+                    "{:<11} {:<8} {:.2} ({:.2})  {:.3}  {:>12}  {:>6} {:>5}\n",
+                    r.body.name(),
+                    c.condition.name(),
+                    c.final_mean,
+                    c.final_stderr,
+                    c.auc,
+                    c.steps_to_threshold
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "never".into()),
+                    r.config.steps,
+                    r.config.seeds
+                );
+                per.insert(
+                    c.condition.name().into(),
+                    json!({
+                        "final_success": c.final_mean, "final_stderr": c.final_stderr,
+                        "auc": c.auc, "steps_to_0.8": c.steps_to_threshold,
+                        "mean": c.mean, "stderr": c.stderr,
+                    }),
+                );
+            }
+            per.insert("eval_steps".into(), json!(r.eval_steps));
+            per.insert("seeds".into(), json!(r.config.seeds));
+            per.insert("ms_per_update".into(), json!(r.ms_per_update));
+            shaping_json.insert(r.body.name().into(), Value::Object(per));
+        }
+        report += "AUC: mean success over all evaluations. Figures: success_<body>.png, value_<body>.png.\n";
+        crate::util::io::write_text(&out.join("shaping.json"), &serde_json::to_string(&shaping)?)?;
+    }
+    report += "\nTimes (s): ";
+    report += &timings
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    report += "\n";
+    let metrics = json!({
+        "methods": methods,
+        "reference_vs_oracle": gt_vs_oracle,
+        "layout": study.layout, "transitions": data.len(), "seeds": study.seeds,
+        "probe_states": probe.len() / 4,
+        "guidance": guidance_json,
+        "shaping": shaping_json,
+        "timings_s": super::timings_json(&timings),
+    });
+    super::write_study(out, metrics, report)
+}

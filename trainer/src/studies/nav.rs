@@ -1,0 +1,603 @@
+//! The first-person navigation study (the paper's 3D navigation experiment, section 5.2,
+//! on the branching maze of [`crate::envs::nav`]): for each label source, LAQ's pipeline on
+//! rendered frames (convolutional forward model and Q-network), then
+//!
+//! - **purity**: the paper's state-conditioned purity of the labels against the recorded
+//!   actions, with the agent's pose (lattice point and heading) as the state;
+//! - **spearman**: rank correlation of V with the value learned from the ground-truth
+//!   actions (the `gt` source, same networks and settings), as in the paper and the other
+//!   studies; the `gt` model is trained as the reference even when it is not compared;
+//! - **spearman_optimal**: rank correlation of V with the exact optimal value V* of the
+//!   pose behind each dataset state;
+//! - **spl**: success weighted by path length of V-guided navigation: from random starts in
+//!   the start room, at every junction each macro-action (move along a corridor to the next
+//!   junction) is scored by V of the frame it ends at and the best is executed. Success is
+//!   reaching G_near, the optimal goal (ending at G_far is a failure, as in the paper's
+//!   optimal-goal SPL); the reference length is the geodesic distance to G_near.
+//!
+//! The data's behaviour mostly goes to the far goal or reaches the near one by a long
+//! detour, so a value that merely evaluates the behaviour (one action label) prefers the
+//! wrong goal.
+
+use crate::data::Dataset;
+use crate::envs::nav::{self, GenConfig, Goal, Nav, Pose, Renderer};
+use crate::eval::purity;
+use crate::run::config::TrainConfig;
+use crate::run::plot::Heatmap;
+use crate::run::train::{self, Trained};
+use crate::stages::labels::LabelSource;
+use crate::stages::qlearn::{QKind, QNetwork};
+use crate::util::stats;
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Instant;
+
+/// Settings of the study.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NavStudyConfig {
+    /// Episodes of data (the paper: 1000).
+    pub episodes: usize,
+    /// Frame width and height in pixels.
+    pub size: usize,
+    pub seed: u64,
+    pub sources: Vec<LabelSource>,
+    /// Mining and Q-learning settings (labels and Q-learning kind are set per source).
+    pub train: TrainConfig,
+    /// Evaluation episodes of V-guided navigation.
+    pub spl_episodes: usize,
+    /// Macro-actions an evaluation episode may take before it counts as a failure.
+    pub max_decisions: usize,
+    /// Dataset states (evenly spaced) over which Spearman is computed; 0: all.
+    pub spearman_states: usize,
+}
+
+impl Default for NavStudyConfig {
+    /// A size that runs in about 20 minutes on one core: 150 episodes of 32x32 frames
+    /// (about 13k transitions), the image training settings with 1000 mining steps and
+    /// 20000 Q-learning steps per label source (value has to travel 100+ steps back from
+    /// the goals, one target-network period at a time), 100 evaluation episodes.
+    fn default() -> Self {
+        let mut train = TrainConfig::images();
+        train.q = QKind::Dqn;
+        train.mining.steps = 1000;
+        train.dqn.steps = 20_000;
+        NavStudyConfig {
+            episodes: 150,
+            size: 32,
+            seed: 0,
+            sources: vec![
+                LabelSource::Latent,
+                LabelSource::Single,
+                LabelSource::Cluster,
+                LabelSource::Gt,
+            ],
+            train,
+            spl_episodes: 100,
+            max_decisions: 30,
+            spearman_states: 5000,
+        }
+    }
+}
+
+/// One label source's results.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MethodResult {
+    /// Against V from ground-truth actions.
+    pub spearman: f64,
+    /// Against the exact optimal value V*.
+    pub spearman_optimal: f64,
+    pub purity: f64,
+    pub spl: f64,
+    /// Share of evaluation episodes that reached G_near, and G_far.
+    pub success: f64,
+    pub far: f64,
+    /// Purity with the pose's cell and heading as the state (coarser than the pose).
+    pub purity_cell: f64,
+    pub num_actions: usize,
+    pub seconds: f64,
+}
+
+/// The study's results: `{"methods": {"<source>": {...}}, ...}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NavStudy {
+    pub methods: BTreeMap<String, MethodResult>,
+    /// Spearman of the ground-truth-action V (the reference) against V*.
+    pub reference_vs_optimal: f64,
+    pub transitions: usize,
+    /// Distinct poses among the dataset states (purity's state count).
+    pub poses: usize,
+    pub obs_shape: Vec<usize>,
+    /// Seconds to generate the data.
+    pub data_seconds: f64,
+    pub config: NavStudyConfig,
+}
+
+/// A finished study with what its figures and models are made of.
+pub struct NavRun {
+    pub study: NavStudy,
+    /// The dataset the models were trained on.
+    pub data: Dataset,
+    /// Per label source, in the order asked for.
+    pub sources: Vec<SourceRun>,
+}
+
+/// One label source's run: its settings, what it trained and its value map.
+pub struct SourceRun {
+    pub source: LabelSource,
+    /// The settings it trained with (`cfg.train` with this source's labels).
+    pub config: TrainConfig,
+    pub trained: Trained,
+    /// V over the maze with the guided paths.
+    pub map: Heatmap,
+}
+
+/// Runs the study.
+pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
+    if cfg.sources.is_empty() {
+        bail!("the navigation study needs at least one label source");
+    }
+    if !matches!(cfg.train.q, QKind::Dqn | QKind::Bcq | QKind::Cql) {
+        bail!("the navigation study's Q-learning must be dqn, bcq or cql: the states are images");
+    }
+    let env = Nav::branching()?;
+    let t = Instant::now();
+    let gen = GenConfig {
+        episodes: cfg.episodes,
+        size: cfg.size,
+        frames: 1,
+        ..GenConfig::default()
+    };
+    let nav_data = env.generate(&gen, cfg.seed)?;
+    let data = nav_data.to_dataset();
+    let data_seconds = t.elapsed().as_secs_f64();
+    log::info!(
+        "navigation data: {} transitions of {:?} in {data_seconds:.1} s ({:.0} MB of u8 observations)",
+        data.len(),
+        data.obs_shape,
+        data.obs_memory_bytes() as f64 / 1e6
+    );
+    let actions = data.discrete_actions("the navigation study")?.to_vec();
+    let pose_ids = ids(nav_data.poses.iter().copied());
+    let cell_ids = ids(nav_data.poses.iter().map(|p| {
+        let cell = env.map.cell_of(*p);
+        (cell, p.heading as usize % nav::HEADINGS)
+    }));
+    let poses = pose_ids.iter().max().map_or(0, |m| m + 1);
+    let n = data.len();
+    let idx: Vec<usize> = if cfg.spearman_states == 0 || cfg.spearman_states >= n {
+        (0..n).collect()
+    } else {
+        (0..cfg.spearman_states)
+            .map(|j| j * n / cfg.spearman_states)
+            .collect()
+    };
+    let v_star: Vec<f64> = idx
+        .iter()
+        .map(|&i| env.optimal_value(nav_data.poses[i]))
+        .collect();
+    let renderer = Renderer::new(cfg.size, cfg.size)?;
+    let mut methods = BTreeMap::new();
+    let mut sources = vec![];
+    // The ground-truth-action V is the reference of every source's Spearman: train it
+    // first, and only as a reference when it is not among the sources.
+    let mut order: Vec<(LabelSource, bool)> =
+        vec![(LabelSource::Gt, cfg.sources.contains(&LabelSource::Gt))];
+    order.extend(
+        cfg.sources
+            .iter()
+            .filter(|&&s| s != LabelSource::Gt)
+            .map(|&s| (s, true)),
+    );
+    let mut reference: Vec<f64> = vec![];
+    let mut reference_vs_optimal = f64::NAN;
+    for (source, compared) in order {
+        let t = Instant::now();
+        let mut tc = cfg.train.clone();
+        tc.labels = source;
+        let trained = train::train(&data, &tc, device, None)
+            .with_context(|| format!("label source `{}`", source.key()))?;
+        let q = trained
+            .qnet
+            .as_ref()
+            .context("the study needs a deep Q-network")?;
+        let labels = &trained.labelled.labels;
+        let purity = purity::state_purity(&pose_ids, labels, &actions);
+        let purity_cell = purity::state_purity(&cell_ids, labels, &actions);
+        let v: Vec<f64> = q
+            .values_of(&data, &idx, device)?
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        if source == LabelSource::Gt {
+            reference_vs_optimal = stats::spearman(&v, &v_star);
+            reference = v.clone();
+            log::info!("reference (gt) V against V*: spearman {reference_vs_optimal:.3}");
+            if !compared {
+                continue;
+            }
+        }
+        let spearman = stats::spearman(&v, &reference);
+        let spearman_optimal = stats::spearman(&v, &v_star);
+        let g = guided(&env, q, &renderer, cfg, device)?;
+        let map = value_map(
+            &env,
+            q,
+            &renderer,
+            &g.paths,
+            &format!("V with `{}` labels, and guided paths", source.key()),
+            device,
+        )?;
+        let r = MethodResult {
+            spearman,
+            spearman_optimal,
+            purity,
+            spl: g.spl,
+            success: g.success,
+            far: g.far,
+            purity_cell,
+            num_actions: trained.labelled.num_actions,
+            seconds: t.elapsed().as_secs_f64(),
+        };
+        log::info!(
+            "{}: spearman {:.3} (against V* {:.3}), purity {:.3}, SPL {:.3} ({:.0} s)",
+            source.key(),
+            r.spearman,
+            r.spearman_optimal,
+            r.purity,
+            r.spl,
+            r.seconds
+        );
+        methods.insert(source.key().to_string(), r);
+        sources.push(SourceRun {
+            source,
+            config: tc,
+            trained,
+            map,
+        });
+    }
+    // Sources in the order asked for.
+    sources.sort_by_key(|r| cfg.sources.iter().position(|&s| s == r.source));
+    let study = NavStudy {
+        methods,
+        reference_vs_optimal,
+        transitions: n,
+        poses,
+        obs_shape: data.obs_shape.clone(),
+        data_seconds,
+        config: cfg.clone(),
+    };
+    Ok(NavRun {
+        study,
+        data,
+        sources,
+    })
+}
+
+/// Dense ids of values in order of first appearance.
+fn ids<T: std::hash::Hash + Eq>(values: impl Iterator<Item = T>) -> Vec<usize> {
+    let mut seen = HashMap::new();
+    values
+        .map(|v| {
+            let next = seen.len();
+            *seen.entry(v).or_insert(next)
+        })
+        .collect()
+}
+
+/// Outcome of V-guided navigation.
+pub struct Guided {
+    pub spl: f64,
+    pub success: f64,
+    pub far: f64,
+    /// The first episodes' paths (see [`TRIPS_SHOWN`]).
+    pub paths: Vec<Vec<Pose>>,
+}
+
+/// Evaluation episodes whose paths the value maps show.
+pub const TRIPS_SHOWN: usize = 8;
+
+/// V-guided navigation with the macro-action controllers from seeded random starts.
+pub fn guided(
+    env: &Nav,
+    q: &QNetwork,
+    renderer: &Renderer,
+    cfg: &NavStudyConfig,
+    device: &Device,
+) -> Result<Guided> {
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6e61_7673);
+    let (mut success, mut shortest, mut taken) = (vec![], vec![], vec![]);
+    let mut far = 0usize;
+    let mut paths = vec![];
+    for _ in 0..cfg.spl_episodes {
+        let start = env.random_start(&mut rng);
+        let trip = navigate(env, q, renderer, start, cfg.max_decisions, device)?;
+        let (outcome, length) = (trip.goal, trip.length);
+        if paths.len() < TRIPS_SHOWN {
+            paths.push(trip.path);
+        }
+        success.push(outcome == Some(Goal::Near));
+        far += (outcome == Some(Goal::Far)) as usize;
+        shortest.push(
+            env.geodesic_to_near(start)
+                .context("a start pose cannot reach G_near")?,
+        );
+        taken.push(length);
+    }
+    let n = cfg.spl_episodes.max(1) as f64;
+    Ok(Guided {
+        spl: if success.is_empty() {
+            0.0
+        } else {
+            nav::spl(&success, &shortest, &taken)?
+        },
+        success: success.iter().filter(|&&s| s).count() as f64 / n,
+        far: far as f64 / n,
+        paths,
+    })
+}
+
+/// Positions per metre of the value map.
+const MAP_RESOLUTION: usize = 4;
+
+/// V over the maze seen from above, like the paper's figure: at each free position (a
+/// `1/MAP_RESOLUTION` m grid) the highest V over the 12 headings of the rendered view,
+/// walls blank, with the guided paths and both goals drawn on top.
+pub fn value_map(
+    env: &Nav,
+    q: &QNetwork,
+    renderer: &Renderer,
+    paths: &[Vec<Pose>],
+    title: &str,
+    device: &Device,
+) -> Result<Heatmap> {
+    let (rows, cols) = (env.map.rows * MAP_RESOLUTION, env.map.cols * MAP_RESOLUTION);
+    let mut values = vec![None; rows * cols];
+    let mut at = vec![];
+    for r in 0..rows {
+        for c in 0..cols {
+            let (x, y) = (
+                (c as f32 + 0.5) / MAP_RESOLUTION as f32,
+                (r as f32 + 0.5) / MAP_RESOLUTION as f32,
+            );
+            if env.is_free(Pose::from_xy(x, y, 0)) {
+                at.push((r * cols + c, x, y));
+            }
+        }
+    }
+    // A few hundred frames per call keeps memory small whatever the frame size.
+    for chunk in at.chunks(64) {
+        let mut frames = vec![];
+        for &(_, x, y) in chunk {
+            for h in 0..nav::HEADINGS {
+                frames.extend(
+                    renderer
+                        .render(&env.map, Pose::from_xy(x, y, h))
+                        .into_iter()
+                        .map(f32::from),
+                );
+            }
+        }
+        let v = q.values(&frames, device)?;
+        for (j, &(cell, _, _)) in chunk.iter().enumerate() {
+            let best = v[j * nav::HEADINGS..(j + 1) * nav::HEADINGS]
+                .iter()
+                .copied()
+                .fold(f32::NEG_INFINITY, f32::max);
+            values[cell] = Some(best as f64);
+        }
+    }
+    let mut map = Heatmap::new(rows, cols, values);
+    map.x_range = (0.0, env.map.cols as f64);
+    map.y_range = (0.0, env.map.rows as f64);
+    map.y_down = true;
+    map.title = title.to_string();
+    map.x_label = "x (m)".into();
+    map.y_label = "y (m)".into();
+    map.colorbar_label = "max over headings of V(view)".into();
+    map.size = (900, 560);
+    map.paths = paths
+        .iter()
+        .map(|p| p.iter().map(|q| (q.x() as f64, q.y() as f64)).collect())
+        .collect();
+    for (g, name) in [(Goal::Near, "G_near"), (Goal::Far, "G_far")] {
+        let (x, y) = env.map.goal_point(g);
+        map.markers.push(((x as f64, y as f64), name.into()));
+    }
+    Ok(map)
+}
+
+/// One V-guided navigation episode.
+pub struct Trip {
+    /// The goal reached, if any.
+    pub goal: Option<Goal>,
+    /// Metres moved.
+    pub length: f64,
+    /// Every pose on the way, the start first.
+    pub path: Vec<Pose>,
+}
+
+/// Follows the macro-action whose end view V rates highest until a goal, a dead end or
+/// `max_decisions`.
+pub fn navigate(
+    env: &Nav,
+    q: &QNetwork,
+    renderer: &Renderer,
+    start: Pose,
+    max_decisions: usize,
+    device: &Device,
+) -> Result<Trip> {
+    let mut p = start;
+    let mut length = 0.0;
+    let mut path = vec![start];
+    for _ in 0..max_decisions {
+        let options = env.controllers(p, renderer);
+        if options.is_empty() {
+            break;
+        }
+        let views: Vec<f32> = options
+            .iter()
+            .flat_map(|m| m.view.iter().map(|&x| x as f32))
+            .collect();
+        let v = q.values(&views, device)?;
+        let best = (0..options.len())
+            .max_by(|&a, &b| v[a].total_cmp(&v[b]).then(b.cmp(&a)))
+            .unwrap_or(0);
+        let m = &options[best];
+        let mut at = p;
+        for &a in &m.actions {
+            if let Some(t) = env.step(at, a) {
+                at = t.pose;
+                path.push(at);
+            }
+        }
+        length += m.length;
+        p = m.end;
+        if m.goal.is_some() {
+            return Ok(Trip {
+                goal: m.goal,
+                length,
+                path,
+            });
+        }
+    }
+    Ok(Trip {
+        goal: None,
+        length,
+        path,
+    })
+}
+
+impl NavStudy {
+    /// A table of the results beside the paper's.
+    pub fn report(&self) -> String {
+        let paper = |k: &str| -> (&str, &str, &str) {
+            match k {
+                "latent" => ("0.927", "0.928", "0.82"),
+                "single" => ("0.641", "-", "0.53"),
+                "cluster" => ("0.722", "-", "0.57"),
+                "cluster_diff" => ("0.827", "-", "-"),
+                "gt" => ("0.991", "-", "-"),
+                _ => ("-", "-", "-"),
+            }
+        };
+        let q = match self.config.train.q {
+            QKind::Bcq => "BCQ",
+            QKind::Cql => "CQL",
+            _ => "DQN",
+        };
+        let mut s = format!(
+            "navigation study: {} transitions of {:?} ({} episodes, {} distinct poses), \
+             {q}, seed {}\n\n",
+            self.transitions, self.obs_shape, self.config.episodes, self.poses, self.config.seed
+        );
+        s += "spearman: against V from ground-truth actions (paper's reference); V*: against the exact optimal value\n\n";
+        s += "source     spearman (paper)    V* | purity (paper) cell   | SPL (paper) success far | seconds\n";
+        for (k, r) in &self.methods {
+            let (ps, pp, pl) = paper(k);
+            s += &format!(
+                "{k:<10} {:>8.3} {ps:>7} {:>5.3} | {:>6.3} {pp:>7} {:>5.3} | {:>4.3} {pl:>6} {:>6.2} {:>4.2} | {:>6.0}\n",
+                r.spearman,
+                r.spearman_optimal,
+                r.purity,
+                r.purity_cell,
+                r.spl,
+                r.success,
+                r.far,
+                r.seconds
+            );
+        }
+        s += &format!(
+            "\nreference (ground-truth-action V) against V*: spearman {:.3}\n",
+            self.reference_vs_optimal
+        );
+        s
+    }
+}
+
+/// `laq reproduce nav`: the first-person navigation study ([`crate::studies::nav`]). Writes
+/// `metrics.json` (`{"methods": {"<source>": {"spearman", "purity", "spl", ...}}, ...}`),
+/// `report.txt`, `value_map_<source>.png` (V over the maze with guided paths) and, for
+/// the `latent` source, the run directory `model_latent/` as `laq train` writes it.
+pub fn nav(
+    out: &Path,
+    cfg: &crate::studies::nav::NavStudyConfig,
+    device: &Device,
+) -> Result<(Value, String)> {
+    let total = Instant::now();
+    let run = crate::studies::nav::run(cfg, device)?;
+    let mut figures = vec![];
+    for r in &run.sources {
+        let file = format!("value_map_{}.png", r.source.key());
+        // A figure that cannot be drawn must not cost the study's numbers.
+        match r.map.save(&out.join(&file)) {
+            Ok(()) => figures.push(file),
+            Err(e) => log::warn!("{file} left out: {e:#}"),
+        }
+        if r.source == LabelSource::Latent {
+            crate::run::dir::write_run(
+                &out.join("model_latent"),
+                &run.data,
+                &r.config,
+                &r.trained,
+                "laq gen nav-branching (regenerated by laq reproduce nav)",
+            )?;
+        }
+    }
+    let mut metrics = serde_json::to_value(&run.study)?;
+    metrics["figures"] = json!(figures);
+    metrics["seconds"] = json!(total.elapsed().as_secs_f64());
+    metrics["device"] = json!(crate::device_name(device));
+    let mut report = run.study.report();
+    report += &format!(
+        "\nfigures: {}\ntotal {:.0} s on {}\n",
+        figures.join(", "),
+        total.elapsed().as_secs_f64(),
+        crate::device_name(device)
+    );
+    super::write_study(out, metrics, report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tiny study runs end to end and its result has the documented shape.
+    #[test]
+    fn tiny_study_runs() {
+        let mut cfg = NavStudyConfig {
+            episodes: 6,
+            size: 16,
+            sources: vec![LabelSource::Latent, LabelSource::Gt],
+            spl_episodes: 3,
+            max_decisions: 5,
+            spearman_states: 100,
+            ..Default::default()
+        };
+        cfg.train.mining.steps = 20;
+        cfg.train.mining.conv.channels = vec![8, 8];
+        cfg.train.dqn.conv.channels = vec![8, 8];
+        cfg.train.dqn.steps = 20;
+        let run = run(&cfg, &Device::Cpu).unwrap();
+        let r = run.study;
+        let v = serde_json::to_value(&r).unwrap();
+        for k in ["latent", "gt"] {
+            for m in ["spearman", "purity", "spl"] {
+                let x = v["methods"][k][m].as_f64().unwrap();
+                assert!(x.is_finite(), "{k} {m} {x}");
+            }
+        }
+        assert_eq!(r.methods["gt"].purity, 1.0);
+        assert!(r.report().contains("latent"));
+        assert_eq!(run.sources.len(), 2);
+        let map = &run.sources[0].map;
+        assert!(map.values.iter().any(|v| v.is_some()) && map.values.iter().any(|v| v.is_none()));
+        assert!(map.paths.iter().all(|p| !p.is_empty()));
+        assert!(!map.to_png().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,7 @@
+//! What every layer uses: atomic file writes, the one safetensors writer, logging and
+//! progress bars, statistics.
+
+pub mod io;
+pub mod progress;
+pub mod safetensors;
+pub mod stats;
