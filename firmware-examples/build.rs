@@ -220,7 +220,7 @@ fn conv_model() -> Vec<u8> {
         layer(format!("layers.{i}"), d[1], d[0], &mut tensors);
     }
     let meta = [
-        ("format", "laq-value"),
+        ("format", laq_runtime::format::NAME),
         ("version", "2"),
         ("input_dim", "3072"),
         ("input_shape", "[3,32,32]"),
@@ -362,7 +362,7 @@ fn bench_model(int8: bool) -> Vec<u8> {
         tensors.push((format!("layers.{i}.bias"), vec![rows], Data::F32(bias)));
     }
     let meta = [
-        ("format", "laq-value"),
+        ("format", laq_runtime::format::NAME),
         ("version", "1"),
         ("input_dim", "4"),
         ("num_layers", "3"),
@@ -411,7 +411,7 @@ fn one_norm_model() -> Vec<u8> {
         tensors.push((format!("layers.{i}.bias"), vec![rows], Data::F32(bias)));
     }
     let meta = [
-        ("format", "laq-value"),
+        ("format", laq_runtime::format::NAME),
         ("version", "1"),
         ("input_dim", "4"),
         ("num_layers", "3"),

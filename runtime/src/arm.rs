@@ -5,7 +5,7 @@
 //! consecutive weights of a row with one `vldmia` and keeps four rows' sums in
 //! registers: 23 instructions per 16 multiply-accumulates (the compiled loop needs
 //! about 42). Two rows' chains are interleaved so consecutive `vmla`s are independent.
-//! It computes exactly what `kernels::block4_portable` computes: `vmla.f32` rounds
+//! It computes exactly what `portable::block4_portable` computes: `vmla.f32` rounds
 //! the product before adding (it is not fused), and each row is accumulated left to
 //! right, so host and target results are bit-identical. [`sqrtf`] uses `vsqrt.f32`,
 //! correctly rounded like `libm::sqrtf`.
@@ -19,7 +19,7 @@
 //! computed on the host with the portable code.
 #![allow(unsafe_code)]
 
-use crate::kernels::block4_portable;
+use crate::portable::block4_portable;
 
 /// See [`block4_portable`]: `[sum_j rows[k][j] * x[j]; 4]` over `x.len() / 4 * 4`
 /// columns, each row accumulated left to right.

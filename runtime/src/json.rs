@@ -7,27 +7,9 @@
 //! reports each entry to a callback, so the loader can walk the header several times
 //! without storing it.
 
+use crate::format::same;
+use crate::slots::{slot_of, unknown};
 use crate::Error;
-
-/// Tensor slots: every tensor name the format defines has a fixed index.
-pub(crate) const SLOT_INPUT_MEAN: usize = 0;
-pub(crate) const SLOT_INPUT_SCALE: usize = 1;
-pub(crate) const SLOT_DENSITY_WEIGHTS: usize = 2;
-pub(crate) const SLOT_DENSITY_MEANS: usize = 3;
-pub(crate) const SLOT_DENSITY_VARIANCES: usize = 4;
-pub(crate) const SLOT_DENSITY_DIMS: usize = 5;
-/// `layers.{i}.weight` is `SLOT_LAYERS + 3 * i`, `.scale` `+ 1`, `.bias` `+ 2`.
-pub(crate) const SLOT_LAYERS: usize = 6;
-/// `conv.{i}.weight` is `SLOT_CONV + 2 * i`, `.bias` `+ 1` (convolutions have f32
-/// weights only, so no scale slot: every slot must fit the loader's 64-bit masks).
-pub(crate) const SLOT_CONV: usize = SLOT_LAYERS + 3 * crate::MAX_LAYERS;
-/// Without `images` there are no convolution slots: the model's offset table and the
-/// loader's loops over the slots stay as small as fully connected files need.
-#[cfg(feature = "images")]
-pub(crate) const SLOTS: usize = SLOT_CONV + 2 * crate::MAX_CONV_LAYERS;
-#[cfg(not(feature = "images"))]
-pub(crate) const SLOTS: usize = SLOT_CONV;
-const _: () = assert!(SLOTS <= 64);
 
 /// Element types the format uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,14 +65,6 @@ impl<'h> RawStr<'h> {
     }
 }
 
-/// `a == b` for byte strings, as one small loop shared by every name and key
-/// comparison (slice `==` and byte-string patterns each call `memcmp`, which the
-/// target then has to link).
-#[inline(never)]
-pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
-}
-
 /// Whether `bytes` is valid UTF-8, deciding exactly as `core::str::from_utf8` does
 /// (no overlong forms, no surrogates, nothing above U+10FFFF), without its 256-byte
 /// lookup table.
@@ -131,67 +105,6 @@ pub(crate) enum Entry<'h> {
     Meta(RawStr<'h>, RawStr<'h>),
     /// A tensor in a known slot.
     Tensor(usize, TensorInfo),
-}
-
-/// The names of slots `0..SLOT_LAYERS`, in slot order.
-const NAMES: [&[u8]; SLOT_LAYERS] = [
-    b"input.mean",
-    b"input.scale",
-    b"density.weights",
-    b"density.means",
-    b"density.variances",
-    b"density.dims",
-];
-
-/// The suffixes of `layers.{i}`, in slot order.
-const PARTS: [&[u8]; 3] = [b".weight", b".scale", b".bias"];
-
-/// Maps a tensor name to its slot, or `None` if the format does not define it.
-fn slot_of(name: &[u8]) -> Option<usize> {
-    if let Some(slot) = NAMES.iter().position(|n| same(n, name)) {
-        return Some(slot);
-    }
-    // `conv.{i}.weight` / `.bias`, `i` one digit.
-    #[cfg(feature = "images")]
-    if let [b'c', b'o', b'n', b'v', b'.', d @ b'0'..=b'9', suffix @ ..] = name {
-        let layer = usize::from(d - b'0');
-        let slot = match PARTS.iter().position(|p| same(p, suffix))? {
-            0 => SLOT_CONV + 2 * layer,
-            2 => SLOT_CONV + 2 * layer + 1,
-            _ => return None,
-        };
-        return (layer < crate::MAX_CONV_LAYERS).then_some(slot);
-    }
-    let (prefix, rest) = name.split_at_checked(7)?;
-    if !same(prefix, b"layers.") {
-        return None;
-    }
-    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
-    let (index, suffix) = rest.split_at_checked(digits)?;
-    // A decimal index without leading zeros.
-    let layer = match *index {
-        [d] => usize::from(d - b'0'),
-        [b'1', d] => 10 + usize::from(d - b'0'),
-        _ => return None,
-    };
-    let part = PARTS.iter().position(|p| same(p, suffix))?;
-    (layer < crate::MAX_LAYERS).then_some(SLOT_LAYERS + 3 * layer + part)
-}
-
-/// The error for a tensor name the format does not define.
-#[cfg(feature = "images")]
-fn unknown(_name: &[u8]) -> Error {
-    Error::UnknownTensor
-}
-
-/// Without `images` a convolution's tensor marks an image model, which this build
-/// does not read (cheaper than parsing the names only to refuse the file later).
-#[cfg(not(feature = "images"))]
-fn unknown(name: &[u8]) -> Error {
-    match name.get(..5) {
-        Some(prefix) if same(prefix, b"conv.") => Error::UnsupportedFormat,
-        _ => Error::UnknownTensor,
-    }
 }
 
 struct Scanner<'h> {
@@ -449,42 +362,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots() {
-        assert_eq!(slot_of(b"layers.0.weight"), Some(SLOT_LAYERS));
-        assert_eq!(slot_of(b"layers.15.bias"), Some(SLOT_LAYERS + 47));
-        assert_eq!(slot_of(b"layers.16.bias"), None);
-        assert_eq!(slot_of(b"layers.01.bias"), None);
-        assert_eq!(slot_of(b"layers..bias"), None);
-        assert_eq!(slot_of(b"layers.1.weights"), None);
-        assert_eq!(slot_of(b"input.mean"), Some(SLOT_INPUT_MEAN));
-        assert_eq!(slot_of(b"conv.4.bias"), None);
-        assert_eq!(slot_of(b"conv.0.scale"), None);
-        assert_eq!(slot_of(b"conv.10.weight"), None);
-        assert_eq!(slot_of(b"conv..weight"), None);
-        assert_eq!(SLOT_CONV, 54);
-    }
-
-    #[cfg(feature = "images")]
-    #[test]
-    fn conv_slots() {
-        assert_eq!(slot_of(b"conv.0.weight"), Some(SLOT_CONV));
-        assert_eq!(slot_of(b"conv.3.bias"), Some(SLOT_CONV + 7));
-        assert_eq!(unknown(b"conv.4.bias"), Error::UnknownTensor);
-        assert_eq!(SLOTS, 62);
-    }
-
-    #[cfg(not(feature = "images"))]
-    #[test]
-    fn conv_names_mark_image_models() {
-        assert_eq!(slot_of(b"conv.0.weight"), None);
-        assert_eq!(unknown(b"conv.0.weight"), Error::UnsupportedFormat);
-        assert_eq!(unknown(b"conv.4.bias"), Error::UnsupportedFormat);
-        assert_eq!(unknown(b"conv"), Error::UnknownTensor);
-        assert_eq!(unknown(b"layers.16.bias"), Error::UnknownTensor);
-        assert_eq!(SLOTS, SLOT_CONV);
-    }
-
-    #[test]
     fn utf8_matches_core() {
         let agree = |b: &[u8]| {
             assert_eq!(is_utf8(b), core::str::from_utf8(b).is_ok(), "{b:02x?}");
@@ -513,15 +390,7 @@ mod tests {
                 }
             }
         }
-        agree("laq-value \u{e9}\u{20ac}\u{10348}\u{10ffff}".as_bytes());
-    }
-
-    #[test]
-    fn same_bytes() {
-        assert!(same(b"", b""));
-        assert!(same(b"relu", b"relu"));
-        assert!(!same(b"relu", b"rel"));
-        assert!(!same(b"relu", b"relU"));
+        agree("value \u{e9}\u{20ac}\u{10348}\u{10ffff}".as_bytes());
     }
 
     #[test]

@@ -19,16 +19,26 @@
 //! module for hard-float ARM targets (`src/arm.rs`: the f32 inner loop and `vsqrt` in
 //! assembly, bit-identical to the portable code used elsewhere).
 //!
-//! Features:
-//! - `images` (default): image models (`laq-value` version 2), with
-//!   `Model::num_conv`, `Model::input_shape`, `Model::conv_layer` and `ConvInfo`.
-//!   Firmware that only runs fully connected models turns it off
+//! The format itself (its name, versions, metadata keys, tensor names and heads) is
+//! spelled once, in [`format`], for readers and writers alike.
+//!
+//! # Features
+//!
+//! This is the one description of the crate's features (`Cargo.toml` and
+//! `docs/runtime.md` refer here):
+//!
+//! - `images` (default): image models (`laq-value` version 2: convolutions before the
+//!   linear layers), with `Model::num_conv`, `Model::input_shape`, `Model::conv_layer`
+//!   and `ConvInfo`. Firmware that only runs fully connected models turns it off
 //!   (`default-features = false`): it then carries no convolution code (about 1.7 KB
-//!   less flash on a Cortex-M4F, docs/runtime.md) and a smaller [`Model`], and
-//!   [`Model::new_checked`] refuses image models with [`Error::UnsupportedFormat`].
-//! - `alloc`: `OwnedModel`, a model that owns its bytes.
-//! - `std` (implies `alloc`): reserved for host conveniences.
-//! - `defmt`: `defmt::Format` for the public types.
+//!   less flash on a Cortex-M4F, docs/runtime.md) and a smaller [`Model`] (56 bytes),
+//!   and [`Model::new_checked`] refuses image models (a version 2 file, or any file
+//!   with a `conv.*` tensor) with [`Error::UnsupportedFormat`].
+//! - `alloc`: `OwnedModel`, a model that owns its bytes (a `Vec<u8>`).
+//! - `defmt`: `defmt::Format` for the public types, for logging on the target.
+//!
+//! There is no `std` feature: nothing here needs one, and [`Error`] implements
+//! `core::error::Error`, hence `std::error::Error`, in every configuration.
 //!
 //! ```
 //! # let bytes: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
@@ -66,21 +76,32 @@ extern crate std;
 #[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
 mod arm;
 mod error;
+mod eval;
+pub mod format;
 mod json;
 mod kernels;
+mod limits;
+mod meta;
 mod model;
 mod num;
 #[cfg(feature = "alloc")]
 mod owned;
+mod portable;
+mod scratch;
 mod select;
+mod slots;
+mod validate;
 
 pub use error::Error;
+pub use eval::{Gated, Output};
+pub use format::Head;
+pub use limits::{
+    MAX_CHANNELS, MAX_CONV_LAYERS, MAX_HEADER_LEN, MAX_IMAGE_SIDE, MAX_INPUT_DIM, MAX_LAYERS,
+};
 #[cfg(feature = "images")]
 pub use model::ConvInfo;
-pub use model::{
-    Gated, Head, LayerInfo, Model, Output, Scratch, MAX_CHANNELS, MAX_CONV_LAYERS, MAX_HEADER_LEN,
-    MAX_IMAGE_SIDE, MAX_INPUT_DIM, MAX_LAYERS,
-};
+pub use model::{LayerInfo, Model};
 #[cfg(feature = "alloc")]
 pub use owned::OwnedModel;
+pub use scratch::Scratch;
 pub use select::{Candidate, Controller, Outcome, Predicted, Status};

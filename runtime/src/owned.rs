@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use crate::model::Layout;
+use crate::validate::Layout;
 use crate::{Error, Model};
 
 /// A validated model that owns its bytes (feature `alloc`).

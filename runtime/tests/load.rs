@@ -163,7 +163,7 @@ fn invalid_json() {
         |h: String| format!("{h}{{}}"),
         |h: String| h.replacen("\"data_offsets\"", "\"offsets\"", 1),
         |h: String| h.replacen("[0,", "[-0,", 1),
-        |h: String| h.replacen("\"laq-value\"", "1", 1),
+        |h: String| h.replacen(&format!("\"{}\"", laq_runtime::format::NAME), "1", 1),
         |h: String| h.replacen("\"dtype\":\"F32\",", "", 1),
     ];
     for edit in edits {

@@ -206,7 +206,7 @@ pub fn mlp(dims: &[usize], head: &str, seed: u64) -> File {
     let mut rng = Lcg(seed);
     let d = dims[0];
     let mut f = File::default()
-        .meta("format", "laq-value")
+        .meta("format", laq_runtime::format::NAME)
         .meta("version", "1")
         .meta("input_dim", &d.to_string())
         .meta("num_layers", &(dims.len() - 1).to_string())
@@ -272,7 +272,7 @@ pub fn with_gate(f: File, d: usize, m: usize, dims: Option<&[i32]>, threshold: &
 /// 2-4-3, max_q, gamma 0.9, a two-component density gate.
 pub fn tiny() -> File {
     File::default()
-        .meta("format", "laq-value")
+        .meta("format", laq_runtime::format::NAME)
         .meta("version", "1")
         .meta("input_dim", "2")
         .meta("num_layers", "2")
@@ -311,7 +311,7 @@ pub fn conv(shape: [usize; 3], channels: &[usize], dense: &[usize], head: &str, 
     let [c, h, w] = shape;
     let n = channels.len();
     let mut f = File::default()
-        .meta("format", "laq-value")
+        .meta("format", laq_runtime::format::NAME)
         .meta("version", "2")
         .meta("input_dim", &(c * h * w).to_string())
         .meta("input_shape", &format!("[{c},{h},{w}]"))
