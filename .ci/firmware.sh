@@ -6,7 +6,7 @@
 #    linker) and cargo-fuzz (nightly toolchain).
 # 2. Builds and lints the runtime for thumbv6m-none-eabi (Cortex-M0, no FPU) and
 #    thumbv7em-none-eabihf (Cortex-M4F, where the assembly kernel is compiled), with
-#    and without its `images` feature.
+#    and without its `images` feature, and the maze guidance crate (laq-maze).
 # 3. Fuzzes the model loader for FUZZ_SECONDS (default 60).
 # 4. If the grid and maze models exist, builds the firmware (without and with the
 #    runtime's `images` feature), runs it in QEMU and prints the size and
@@ -48,6 +48,12 @@ cargo clippy -p laq-runtime --target thumbv7em-none-eabihf --features defmt -- -
 cargo clippy -p laq-runtime --target thumbv7em-none-eabihf --no-default-features --features defmt -- -D warnings
 cargo clippy -p laq-runtime --target thumbv6m-none-eabi -- -D warnings
 cargo clippy -p laq-runtime --target thumbv6m-none-eabi --no-default-features -- -D warnings
+
+step "laq-maze for thumbv6m-none-eabi and thumbv7em-none-eabihf"
+cargo build -p laq-maze --target thumbv6m-none-eabi
+cargo build -p laq-maze --target thumbv7em-none-eabihf --release
+cargo clippy -p laq-maze --target thumbv7em-none-eabihf -- -D warnings
+cargo clippy -p laq-maze --target thumbv6m-none-eabi -- -D warnings
 
 step "fuzzing the loader for ${FUZZ_SECONDS}s"
 (

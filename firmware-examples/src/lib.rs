@@ -1,9 +1,7 @@
-//! Shared pieces of the firmware examples: the grid world's move controllers, the
-//! U-maze guidance (`maze`), an alignment wrapper for embedded model files, SysTick
-//! timing and stack painting.
+//! Shared pieces of the firmware examples: the grid world's move controllers, an
+//! alignment wrapper for embedded model files, SysTick timing and stack painting. (The
+//! U-maze guidance of `maze_guide` is the `laq-maze` crate.)
 #![no_std]
-
-pub mod maze;
 
 use laq_runtime::{Controller, Error, Outcome};
 

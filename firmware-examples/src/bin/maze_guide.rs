@@ -1,8 +1,9 @@
 //! Guides a differential-drive robot through the U-maze with the Maze2D value model
 //! (learned from a point mass's state-only logs), choosing among 8 motion primitives
-//! with `Model::select` (see `laq_firmware_examples::maze` and docs/runtime.md).
+//! with `Model::select` (the `laq-maze` crate, which `laq::studies::guidance` on the host uses too;
+//! see docs/runtime.md).
 //!
-//! From each of `maze::NUM_STARTS` fixed starts, prints the outcome (success, decisions,
+//! From each of `MAZE_STARTS` fixed starts, prints the outcome (success, decisions,
 //! distance travelled, geodesic shortest path, SPL, the choices), then the totals,
 //! instructions per decision (under `-icount shift=0`) and the stack used. Exits with
 //! success only if every start's outcome equals the build script's host run of the same
@@ -12,12 +13,22 @@
 
 use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
-use laq_firmware_examples::maze::{self, Geodesic, BUDGET, NUM_PRIMITIVES};
 use laq_firmware_examples::{exit, stack, systick, MAZE_MODEL};
-use laq_runtime::{Candidate, Model, Scratch};
+use laq_maze::{
+    choose_by_value, fixed_starts, run_episode, spl, Executed, Geodesic, Pose, Primitive, Settings,
+    NUM_PRIMITIVES, U_MAZE,
+};
+use laq_runtime::{Candidate, Model, Scratch, Status};
 use panic_semihosting as _;
 
 include!(concat!(env!("OUT_DIR"), "/maze_expected.rs"));
+
+/// The settings of the host study (`laq::studies::guidance::GuideConfig::default()`).
+const SETTINGS: Settings = Settings::DEFAULT;
+/// Room for the decisions of one episode.
+const BUDGET: usize = SETTINGS.budget;
+/// Room for the U-maze's visibility graph (it has 24 free corners).
+type MazeGeodesic = Geodesic<'static, 32>;
 
 fn fail(what: &str, e: laq_runtime::Error) -> ! {
     hprintln!("error: {}: {}", what, e);
@@ -29,21 +40,27 @@ fn fail(what: &str, e: laq_runtime::Error) -> ! {
 #[inline(never)]
 fn episode_work() -> Option<bool> {
     let model = Model::new_checked(core::hint::black_box(&MAZE_MODEL.0)).ok()?;
-    let geodesic = Geodesic::new().ok()?;
+    let geodesic = MazeGeodesic::new(&U_MAZE).ok()?;
     let mut scratch = Scratch::<MAZE_SCRATCH>::new();
     let mut report = [Candidate::default(); NUM_PRIMITIVES];
     let mut choices = [0u8; BUDGET];
-    let start = *maze::starts().first()?;
-    let ep = maze::run_episode(
-        &model,
+    let start = *fixed_starts::<MAZE_STARTS>(&U_MAZE, MAZE_SEED)?.first()?;
+    let mut n = 0;
+    let ep = run_episode(
+        &U_MAZE,
+        &SETTINGS,
         start,
-        &mut scratch,
-        &mut report,
-        &mut choices,
-        |_| {},
+        |pose, prims| choose_by_value(&model, pose, prims, &mut scratch, &mut report),
+        |k, _| {
+            if let Some(slot) = choices.get_mut(n) {
+                *slot = k as u8;
+            }
+            n += 1;
+        },
     )
     .ok()?;
     geodesic.to_target(start.x, start.y)?;
+    core::hint::black_box(&choices);
     Some(ep.success)
 }
 
@@ -62,61 +79,68 @@ fn guide(per_tick: f32, overhead: u32) -> bool {
     );
     hprintln!(
         "config: drive_length {} budget {} heading_tolerance {} wall_margin {}",
-        maze::DRIVE_LENGTH,
-        BUDGET,
-        maze::HEADING_TOLERANCE,
-        maze::WALL_MARGIN
+        SETTINGS.drive_length,
+        SETTINGS.budget,
+        SETTINGS.heading_tolerance,
+        SETTINGS.wall_margin
     );
-    let geodesic = match Geodesic::new() {
+    let geodesic = match MazeGeodesic::new(&U_MAZE) {
         Ok(g) => g,
         Err(e) => fail("building the geodesic graph", e),
+    };
+    let Some(starts) = fixed_starts::<MAZE_STARTS>(&U_MAZE, MAZE_SEED) else {
+        fail("drawing the starts", laq_runtime::Error::InvalidArgument)
     };
     let mut scratch = Scratch::<MAZE_SCRATCH>::new();
     let mut report = [Candidate::default(); NUM_PRIMITIVES];
     let (mut agree, mut successes, mut spl_sum) = (true, 0usize, 0.0f32);
     let (mut decisions, mut evaluations, mut ticks) = (0usize, 0usize, 0u32);
-    for (i, (start, expected)) in maze::starts().iter().zip(MAZE_EXPECTED).enumerate() {
+    for (i, (start, expected)) in starts.iter().zip(MAZE_EXPECTED).enumerate() {
         let Some(shortest) = geodesic.to_target(start.x, start.y) else {
             fail(
                 "start outside the free space",
                 laq_runtime::Error::InvalidArgument,
             )
         };
-        let mut choices = [0u8; BUDGET];
-        let mut t0 = 0;
-        let timer = |begin: bool| {
-            if begin {
-                t0 = systick::now();
-            } else {
-                let dt = systick::elapsed(t0, systick::now()).saturating_sub(overhead);
-                ticks = ticks.saturating_add(dt);
-            }
+        let (mut choices, mut n) = ([0u8; BUDGET], 0);
+        // Times each `select` and counts the candidates it evaluated (the available
+        // primitives; the others fail to predict).
+        let choose = |pose: Pose, prims: &[Primitive<'_>]| {
+            let t0 = systick::now();
+            let chosen = choose_by_value(&model, pose, prims, &mut scratch, &mut report);
+            let dt = systick::elapsed(t0, systick::now()).saturating_sub(overhead);
+            ticks = ticks.saturating_add(dt);
+            evaluations += report
+                .iter()
+                .take(prims.len())
+                .filter(|c| c.status != Status::Failed)
+                .count();
+            chosen
         };
-        let ep = match maze::run_episode(
-            &model,
-            *start,
-            &mut scratch,
-            &mut report,
-            &mut choices,
-            timer,
-        ) {
+        let record = |k: usize, _: &Executed| {
+            if let Some(slot) = choices.get_mut(n) {
+                *slot = k as u8;
+            }
+            n += 1;
+        };
+        let ep = match run_episode(&U_MAZE, &SETTINGS, *start, choose, record) {
             Ok(ep) => ep,
             Err(e) => fail("guiding", e),
         };
         let used = choices.get(..ep.decisions).unwrap_or(&choices);
-        let spl = maze::spl(ep.success, shortest, ep.travelled);
+        let spl = spl(ep.success, shortest, ep.travelled);
+        let (success, steps, travelled, geodesic_bits, host_choices) = expected;
         let same = (
             ep.success,
             ep.decisions,
             ep.travelled.to_bits(),
             shortest.to_bits(),
-            maze::fnv1a(used),
-        ) == expected;
+        ) == (success, steps, travelled, geodesic_bits)
+            && used == host_choices;
         agree &= same;
         successes += usize::from(ep.success);
         spl_sum += spl;
         decisions += ep.decisions;
-        evaluations += ep.evaluations;
         // Choices as digits 0-7 (primitive k heads k * 45 degrees).
         let mut digits = [b'?'; BUDGET];
         for (d, &k) in digits.iter_mut().zip(used) {
@@ -142,8 +166,8 @@ fn guide(per_tick: f32, overhead: u32) -> bool {
     hprintln!(
         "reached the target from {} of {} starts, mean SPL {}, {} decisions",
         successes,
-        maze::NUM_STARTS,
-        spl_sum / maze::NUM_STARTS as f32,
+        MAZE_STARTS,
+        spl_sum / MAZE_STARTS as f32,
         decisions
     );
     hprintln!("decisions agree with the host build: {}", agree);

@@ -2,92 +2,67 @@
 //! grid of unit cells (D4RL's U-maze and medium layouts), sparse reward 1 within 0.5 of a
 //! fixed target. Data are undirected in the D4RL way: a noisy waypoint controller wanders
 //! between random goal cells, not towards the target.
+//!
+//! The layouts, walls and target disc are `laq-maze`'s ([`Layout`]), shared with the
+//! differential-drive robot ([`super::unicycle`]) and the firmware.
 
 use crate::data::{Actions, Dataset};
 use anyhow::{bail, Result};
+pub use laq_maze::{Layout, DT, FRAME_SKIP, MEDIUM_MAZE, RADIUS, TARGET_RADIUS, U_MAZE};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 
-/// D4RL's layouts: `#` wall, `O` open, `G` the target cell.
-pub const U_MAZE: &str = "#####\n#GOO#\n###O#\n#OOO#\n#####";
-pub const MEDIUM_MAZE: &str =
-    "########\n#OO##OO#\n#OO#OOO#\n##OOO###\n#OO#OOO#\n#O#OO#O#\n#OOO#OG#\n########";
-
-/// Simulation step and the number of steps per action (frame skip).
-pub const DT: f32 = 0.01;
-pub const FRAME_SKIP: usize = 3;
 /// Acceleration per unit of action, and velocity damping per simulation step.
 const ACCEL: f32 = 100.0;
 const DAMPING: f32 = 0.99;
 const MAX_SPEED: f32 = 5.0;
-/// The mass is a disc of this radius; it stops at walls.
-pub const RADIUS: f32 = 0.1;
-pub const TARGET_RADIUS: f32 = 0.5;
 
 #[derive(Clone, Debug)]
 pub struct Maze {
     pub rows: usize,
     pub cols: usize,
-    walls: Vec<bool>,
     /// Cell of the target; its centre is the target point.
     pub target: (usize, usize),
+    layout: Layout<'static>,
 }
 
 impl Maze {
-    pub fn parse(layout: &str) -> Result<Self> {
-        let lines: Vec<&str> = layout
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
-        let rows = lines.len();
-        let cols = lines.first().map(|l| l.len()).unwrap_or(0);
-        if rows < 3 || cols < 3 || lines.iter().any(|l| l.len() != cols) {
-            bail!("a maze layout needs equal rows of at least 3 cells");
+    /// A maze from D4RL's text (`#` wall, `O` open, `G` the target cell; see
+    /// [`Layout::parse`]).
+    pub fn parse(layout: &'static str) -> Result<Self> {
+        Ok(Self::from_layout(Layout::parse(layout.as_bytes())?))
+    }
+
+    fn from_layout(layout: Layout<'static>) -> Self {
+        Maze {
+            rows: layout.rows(),
+            cols: layout.cols(),
+            target: layout.target(),
+            layout,
         }
-        let mut walls = vec![false; rows * cols];
-        let mut target = None;
-        for (r, l) in lines.iter().enumerate() {
-            for (c, ch) in l.chars().enumerate() {
-                match ch {
-                    '#' => walls[r * cols + c] = true,
-                    'O' => {}
-                    'G' => target = Some((r, c)),
-                    other => bail!("unknown maze cell `{other}`"),
-                }
-            }
-        }
-        let Some(target) = target else {
-            bail!("the layout has no target cell `G`")
-        };
-        Ok(Maze {
-            rows,
-            cols,
-            walls,
-            target,
-        })
+    }
+
+    /// The walls and the target, for the robot and the guidance.
+    pub fn layout(&self) -> &Layout<'static> {
+        &self.layout
     }
 
     pub fn named(name: &str) -> Result<Self> {
         match name {
-            "umaze" => Self::parse(U_MAZE),
-            "medium" => Self::parse(MEDIUM_MAZE),
+            "umaze" => Ok(Self::from_layout(U_MAZE)),
+            "medium" => Ok(Self::from_layout(MEDIUM_MAZE)),
             other => bail!("unknown maze layout `{other}` (use umaze or medium)"),
         }
     }
 
     /// Whether the cell holding point (x, y) is a wall; x runs along rows as in D4RL.
     pub fn wall_at(&self, x: f32, y: f32) -> bool {
-        if x < 0.0 || y < 0.0 {
-            return true;
-        }
-        let (r, c) = (x.floor() as usize, y.floor() as usize);
-        r >= self.rows || c >= self.cols || self.walls[r * self.cols + c]
+        self.layout.wall_at(x, y)
     }
 
     pub fn is_open(&self, (r, c): (usize, usize)) -> bool {
-        r < self.rows && c < self.cols && !self.walls[r * self.cols + c]
+        !self.layout.is_wall(r, c)
     }
 
     pub fn open_cells(&self) -> Vec<(usize, usize)> {
@@ -98,19 +73,13 @@ impl Maze {
     }
 
     pub fn target_point(&self) -> (f32, f32) {
-        (self.target.0 as f32 + 0.5, self.target.1 as f32 + 0.5)
+        let [x, y] = self.layout.target_point();
+        (x, y)
     }
 
     /// Whether a disc of `RADIUS` at (x, y) overlaps a wall.
     pub fn blocked(&self, x: f32, y: f32) -> bool {
-        [
-            (-RADIUS, -RADIUS),
-            (-RADIUS, RADIUS),
-            (RADIUS, -RADIUS),
-            (RADIUS, RADIUS),
-        ]
-        .iter()
-        .any(|(dx, dy)| self.wall_at(x + dx, y + dy))
+        self.layout.blocked(x, y)
     }
 
     /// One action: `FRAME_SKIP` simulation steps. Each axis moves on its own; an axis
@@ -136,8 +105,7 @@ impl Maze {
     }
 
     pub fn reward(&self, s: [f32; 4]) -> f32 {
-        let (tx, ty) = self.target_point();
-        (((s[0] - tx).powi(2) + (s[1] - ty).powi(2)).sqrt() <= TARGET_RADIUS) as u8 as f32
+        self.layout.in_target([s[0], s[1]]) as u8 as f32
     }
 
     /// Breadth-first cell distances to `goal` over open cells (4-connected); `None` for
