@@ -29,13 +29,13 @@ pub fn run(a: &InspectArgs) -> Result<()> {
             ram: r.unwrap_or(usize::MAX),
         }),
     };
-    let (text, j) = inspect::inspect(&a.file, budget)?;
+    let report = inspect::inspect(&a.file, budget)?;
     if a.json {
-        outln!("{}", serde_json::to_string_pretty(&j)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        out!("{text}");
+        out!("{report}");
     }
-    if j["budget"]["fits"] == false {
+    if report.fits() == Some(false) {
         std::process::exit(3);
     }
     Ok(())

@@ -1,11 +1,13 @@
 //! `laq inspect`: what a dataset or a model file holds, what is wrong with it, and
 //! whether a model fits a microcontroller.
 
-use crate::data::{Actions, Dataset};
+use crate::data::{Actions, Dataset, ObsStorage};
 use anyhow::{Context, Result};
-use laq_runtime::{Head, Model};
-use serde_json::{json, Value};
-use std::fmt::Write as _;
+use laq_runtime::format::{MetaKey, CONV_KERNEL, CONV_PADDING, CONV_STRIDE, NAME};
+use laq_runtime::Model;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 
 /// Flash taken by the runtime's code for loading a fully connected model and evaluating
@@ -44,13 +46,40 @@ pub struct Budget {
     pub ram: usize,
 }
 
+/// What `laq inspect` says of a file: the text (`Display`) and the JSON (`Serialize`)
+/// come from the same record.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Report {
+    Model(ModelReport),
+    Dataset(DatasetReport),
+}
+
+impl Report {
+    /// Whether a model fits the budget it was inspected against (`None` without one).
+    pub fn fits(&self) -> Option<bool> {
+        match self {
+            Report::Model(m) => m.budget.as_ref().map(|b| b.fits),
+            Report::Dataset(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Report::Model(m) => m.fmt(f),
+            Report::Dataset(d) => d.fmt(f),
+        }
+    }
+}
+
 /// Describes a dataset or model file (chosen by its content: a `laq-value` model is a
-/// safetensors file whose metadata says so). Returns the text report and the same
-/// facts as JSON.
-pub fn inspect(path: &Path, budget: Option<Budget>) -> Result<(String, Value)> {
+/// safetensors file whose metadata says so).
+pub fn inspect(path: &Path, budget: Option<Budget>) -> Result<Report> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     if is_model(&bytes) {
-        model(path, bytes, budget)
+        Ok(Report::Model(model(path, bytes, budget)?))
     } else {
         if budget.is_some() {
             anyhow::bail!(
@@ -58,159 +87,265 @@ pub fn inspect(path: &Path, budget: Option<Budget>) -> Result<(String, Value)> {
                 path.display()
             );
         }
-        dataset(path)
+        Ok(Report::Dataset(dataset(path)?))
     }
 }
 
 fn is_model(bytes: &[u8]) -> bool {
     safetensors::SafeTensors::read_metadata(bytes)
         .ok()
-        .and_then(|(_, m)| m.metadata().as_ref()?.get("format").cloned())
-        .is_some_and(|f| f == "laq-value")
+        .and_then(|(_, m)| {
+            m.metadata()
+                .as_ref()?
+                .get(MetaKey::Format.as_str())
+                .cloned()
+        })
+        .is_some_and(|f| f == NAME)
 }
 
-fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<(String, Value)> {
+/// One convolution of an image model.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvReport {
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub in_height: usize,
+    pub in_width: usize,
+    pub out_height: usize,
+    pub out_width: usize,
+    pub kernel: usize,
+    pub stride: usize,
+    pub padding: usize,
+    pub weights: &'static str,
+}
+
+/// One linear layer.
+#[derive(Clone, Debug, Serialize)]
+pub struct LayerReport {
+    pub inputs: usize,
+    pub outputs: usize,
+    /// `f32` or `i8`.
+    pub weights: &'static str,
+}
+
+/// Flash and RAM on a Cortex-M4F.
+#[derive(Clone, Debug, Serialize)]
+pub struct Footprint {
+    pub flash_bytes: usize,
+    pub model_bytes: usize,
+    pub runtime_code_bytes: usize,
+    pub runtime_features: Vec<&'static str>,
+    pub ram_bytes: usize,
+    pub scratch_bytes: usize,
+    pub stack_bytes: usize,
+}
+
+/// The footprint against a budget.
+#[derive(Clone, Debug, Serialize)]
+pub struct BudgetReport {
+    pub flash: usize,
+    pub ram: usize,
+    pub fits: bool,
+    pub fits_flash: bool,
+    pub fits_ram: bool,
+}
+
+/// A model file.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelReport {
+    pub file: String,
+    pub format: &'static str,
+    pub version: u32,
+    pub bytes: usize,
+    pub input_dim: usize,
+    pub input_shape: Option<[usize; 3]>,
+    pub conv_layers: Vec<ConvReport>,
+    pub outputs: usize,
+    pub head: &'static str,
+    pub gamma: f32,
+    pub layers: Vec<LayerReport>,
+    pub macs: usize,
+    pub input_mean: Vec<f32>,
+    pub input_scale: Vec<f32>,
+    pub density_gate: bool,
+    pub density_threshold: Option<f32>,
+    pub info: BTreeMap<String, String>,
+    pub footprint: Footprint,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReport>,
+}
+
+fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<ModelReport> {
     let size = bytes.len();
     let m = Model::new_checked(&bytes)
-        .map_err(|e| anyhow::anyhow!("{}: invalid laq-value model: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: invalid {NAME} model: {e}", path.display()))?;
     let vm = crate::export::ValueModel::from_bytes(&bytes)
-        .with_context(|| format!("{}: invalid laq-value model", path.display()))?;
-    let convs: Vec<laq_runtime::ConvInfo> =
-        (0..m.num_conv()).filter_map(|i| m.conv_layer(i)).collect();
-    let conv_json: Vec<Value> = convs
-        .iter()
-        .map(|c| {
-            json!({"in_channels": c.in_channels, "out_channels": c.out_channels,
-                   "in_height": c.in_height, "in_width": c.in_width,
-                   "out_height": c.in_height / 2, "out_width": c.in_width / 2,
-                   "kernel": 4, "stride": 2, "padding": 1, "weights": "f32"})
+        .with_context(|| format!("{}: invalid {NAME} model", path.display()))?;
+    let conv_layers = (0..m.num_conv())
+        .filter_map(|i| m.conv_layer(i))
+        .map(|c| ConvReport {
+            in_channels: c.in_channels,
+            out_channels: c.out_channels,
+            in_height: c.in_height,
+            in_width: c.in_width,
+            out_height: c.in_height / CONV_STRIDE,
+            out_width: c.in_width / CONV_STRIDE,
+            kernel: CONV_KERNEL,
+            stride: CONV_STRIDE,
+            padding: CONV_PADDING,
+            weights: "f32",
         })
         .collect();
-    let version = if m.input_shape().is_some() { 2 } else { 1 };
-    let layers: Vec<Value> = (0..m.num_layers())
+    let layers = (0..m.num_layers())
         .filter_map(|i| m.layer(i))
-        .map(|l| json!({"inputs": l.inputs, "outputs": l.outputs, "weights": if l.int8 {"i8"} else {"f32"}}))
+        .map(|l| LayerReport {
+            inputs: l.inputs,
+            outputs: l.outputs,
+            weights: if l.int8 { "i8" } else { "f32" },
+        })
         .collect();
+    let images = m.num_conv() > 0;
     let scratch_bytes = m.scratch_len() * 4;
     let ram = scratch_bytes + RUNTIME_STACK_BYTES;
-    let runtime_code = runtime_flash_bytes(m.num_conv() > 0);
+    let runtime_code = runtime_flash_bytes(images);
     let flash = size + runtime_code;
-    let mut j = json!({
-        "kind": "model",
-        "file": path.display().to_string(),
-        "format": "laq-value", "version": version,
-        "bytes": size,
-        "input_dim": m.input_dim(),
-        "input_shape": m.input_shape(),
-        "conv_layers": conv_json,
-        "outputs": m.output_dim(),
-        "head": match m.head() { Head::MaxQ => "max_q", Head::OneNorm => "one_norm" },
-        "gamma": m.gamma(),
-        "layers": layers,
-        "macs": m.macs(),
-        "input_mean": vm.mean,
-        "input_scale": vm.scale,
-        "density_gate": m.has_density_gate(),
-        "info": vm.info,
-        "footprint": {
-            "flash_bytes": flash, "model_bytes": size, "runtime_code_bytes": runtime_code,
-            "runtime_features": if m.num_conv() > 0 { json!(["images"]) } else { json!([]) },
-            "ram_bytes": ram, "scratch_bytes": scratch_bytes, "stack_bytes": RUNTIME_STACK_BYTES,
-        },
+    let budget = budget.map(|b| BudgetReport {
+        flash: b.flash,
+        ram: b.ram,
+        fits: flash <= b.flash && ram <= b.ram,
+        fits_flash: flash <= b.flash,
+        fits_ram: ram <= b.ram,
     });
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{}: laq-value model, version {version}, {size} bytes",
-        path.display()
-    );
-    let head = j["head"].as_str().unwrap_or("?");
-    match m.input_shape() {
-        Some([c, h, w]) => {
-            let _ = writeln!(
-                s,
+    Ok(ModelReport {
+        file: path.display().to_string(),
+        format: NAME,
+        version: vm.version().number(),
+        bytes: size,
+        input_dim: m.input_dim(),
+        input_shape: m.input_shape(),
+        conv_layers,
+        outputs: m.output_dim(),
+        head: m.head().name(),
+        gamma: m.gamma(),
+        layers,
+        macs: m.macs(),
+        input_mean: vm.mean.clone(),
+        input_scale: vm.scale.clone(),
+        density_gate: m.has_density_gate(),
+        density_threshold: m.density_threshold(),
+        info: vm.info,
+        footprint: Footprint {
+            flash_bytes: flash,
+            model_bytes: size,
+            runtime_code_bytes: runtime_code,
+            runtime_features: if images { vec!["images"] } else { vec![] },
+            ram_bytes: ram,
+            scratch_bytes,
+            stack_bytes: RUNTIME_STACK_BYTES,
+        },
+        budget,
+    })
+}
+
+impl fmt::Display for ModelReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{}: {} model, version {}, {} bytes",
+            self.file, self.format, self.version, self.bytes
+        )?;
+        match self.input_shape {
+            Some([c, h, w]) => writeln!(
+                f,
                 "  V(s) of {c}x{h}x{w} images (C x H x W, {} raw values, channel planes in order), \
-                 head {head}, gamma {}",
-                m.input_dim(),
-                m.gamma()
-            );
+                 head {}, gamma {}",
+                self.input_dim, self.head, self.gamma
+            )?,
+            None => writeln!(
+                f,
+                "  V(s) over {} inputs, head {}, gamma {}",
+                self.input_dim, self.head, self.gamma
+            )?,
         }
-        None => {
-            let _ = writeln!(
-                s,
-                "  V(s) over {} inputs, head {head}, gamma {}",
-                m.input_dim(),
-                m.gamma()
-            );
+        for (i, c) in self.conv_layers.iter().enumerate() {
+            writeln!(
+                f,
+                "  conv {i}: {}x{}x{} -> {}x{}x{} ({k}x{k}, stride {}, padding {}, {} weights), relu",
+                c.in_height,
+                c.in_width,
+                c.in_channels,
+                c.out_height,
+                c.out_width,
+                c.out_channels,
+                c.stride,
+                c.padding,
+                c.weights,
+                k = c.kernel,
+            )?;
         }
-    }
-    for (i, c) in convs.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            "  conv {i}: {}x{}x{} -> {}x{}x{} (4x4, stride 2, padding 1, f32 weights), relu",
-            c.in_height,
-            c.in_width,
-            c.in_channels,
-            c.in_height / 2,
-            c.in_width / 2,
-            c.out_channels
-        );
-    }
-    for (i, l) in (0..m.num_layers()).filter_map(|i| m.layer(i)).enumerate() {
-        let _ = writeln!(
-            s,
-            "  layer {i}: {} -> {} ({} weights){}",
-            l.inputs,
-            l.outputs,
-            if l.int8 { "i8" } else { "f32" },
-            if i + 1 < m.num_layers() { ", relu" } else { "" }
-        );
-    }
-    let _ = writeln!(s, "  {} multiply-accumulates per evaluation", m.macs());
-    let _ = writeln!(
-        s,
-        "  input normalisation{}: x = (s - mean) * scale, mean {}, scale {}",
-        if m.num_conv() > 0 { " per channel" } else { "" },
-        short(&vm.mean),
-        short(&vm.scale)
-    );
-    let _ = writeln!(
-        s,
-        "  density gate: {}",
-        match m.density_threshold() {
-            Some(t) => format!("yes (threshold {t})"),
-            None => "no".into(),
+        for (i, l) in self.layers.iter().enumerate() {
+            writeln!(
+                f,
+                "  layer {i}: {} -> {} ({} weights){}",
+                l.inputs,
+                l.outputs,
+                l.weights,
+                if i + 1 < self.layers.len() {
+                    ", relu"
+                } else {
+                    ""
+                }
+            )?;
         }
-    );
-    if !vm.info.is_empty() {
-        let info: Vec<String> = vm.info.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let _ = writeln!(s, "  info: {}", info.join(", "));
+        writeln!(f, "  {} multiply-accumulates per evaluation", self.macs)?;
+        writeln!(
+            f,
+            "  input normalisation{}: x = (s - mean) * scale, mean {}, scale {}",
+            if self.conv_layers.is_empty() {
+                ""
+            } else {
+                " per channel"
+            },
+            short(&self.input_mean),
+            short(&self.input_scale)
+        )?;
+        match self.density_threshold {
+            Some(t) => writeln!(f, "  density gate: yes (threshold {t})")?,
+            None => writeln!(f, "  density gate: no")?,
+        }
+        if !self.info.is_empty() {
+            let info: Vec<String> = self.info.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            writeln!(f, "  info: {}", info.join(", "))?;
+        }
+        let p = &self.footprint;
+        let build = if p.runtime_features.is_empty() {
+            "without the runtime's `images` feature"
+        } else {
+            "with the runtime's `images` feature"
+        };
+        writeln!(
+            f,
+            "  footprint on a Cortex-M4F: flash {} B (model {} + runtime code {}, {build}), \
+             RAM {} B (scratch {} + stack {})",
+            p.flash_bytes,
+            p.model_bytes,
+            p.runtime_code_bytes,
+            p.ram_bytes,
+            p.scratch_bytes,
+            p.stack_bytes
+        )?;
+        if let Some(b) = &self.budget {
+            let word = |fits: bool| if fits { "fits" } else { "does NOT fit" };
+            writeln!(
+                f,
+                "  budget flash {} B: {}; RAM {} B: {}",
+                b.flash,
+                word(b.fits_flash),
+                b.ram,
+                word(b.fits_ram)
+            )?;
+        }
+        Ok(())
     }
-    let runtime_build = if m.num_conv() > 0 {
-        "with the runtime's `images` feature"
-    } else {
-        "without the runtime's `images` feature"
-    };
-    let _ = writeln!(
-        s,
-        "  footprint on a Cortex-M4F: flash {flash} B (model {size} + runtime code {runtime_code}, \
-         {runtime_build}), RAM {ram} B (scratch {scratch_bytes} + stack {RUNTIME_STACK_BYTES})"
-    );
-    if let Some(b) = budget {
-        let fits_flash = flash <= b.flash;
-        let fits_ram = ram <= b.ram;
-        let _ = writeln!(
-            s,
-            "  budget flash {} B: {}; RAM {} B: {}",
-            b.flash,
-            if fits_flash { "fits" } else { "does NOT fit" },
-            b.ram,
-            if fits_ram { "fits" } else { "does NOT fit" }
-        );
-        j["budget"] = json!({"flash": b.flash, "ram": b.ram, "fits": fits_flash && fits_ram,
-                             "fits_flash": fits_flash, "fits_ram": fits_ram});
-    }
-    Ok((s, j))
 }
 
 fn short(v: &[f32]) -> String {
@@ -220,6 +355,58 @@ fn short(v: &[f32]) -> String {
     } else {
         format!("[{}]", shown.join(", "))
     }
+}
+
+/// Rewards of a dataset.
+#[derive(Clone, Debug, Serialize)]
+pub struct RewardReport {
+    pub min: f32,
+    pub max: f32,
+    pub mean: f64,
+    pub nonzero: usize,
+}
+
+/// Episodes of a dataset: rows up to a terminal or a timeout.
+#[derive(Clone, Debug, Serialize)]
+pub struct EpisodeReport {
+    pub count: usize,
+    pub min_len: Option<usize>,
+    pub max_len: Option<usize>,
+    pub mean_len: f64,
+}
+
+/// Ground-truth actions of a dataset.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ActionReport {
+    Discrete {
+        distinct: usize,
+        min: Option<i64>,
+        max: Option<i64>,
+    },
+    Continuous {
+        dim: usize,
+    },
+}
+
+/// A dataset file.
+#[derive(Clone, Debug, Serialize)]
+pub struct DatasetReport {
+    pub file: String,
+    pub transitions: usize,
+    pub obs_shape: Vec<usize>,
+    /// `f32` or `u8`.
+    pub obs_dtype: &'static str,
+    pub obs_memory_bytes: usize,
+    /// Per observation value, when there are at most 64.
+    pub obs_min: Option<Vec<f32>>,
+    pub obs_max: Option<Vec<f32>>,
+    pub rewards: RewardReport,
+    pub episodes: EpisodeReport,
+    pub terminals: usize,
+    pub timeouts: Option<usize>,
+    pub actions: Option<ActionReport>,
+    pub problems: Vec<String>,
 }
 
 /// Episode boundaries: after a terminal or a timeout.
@@ -237,14 +424,10 @@ fn episode_lengths(d: &Dataset) -> Vec<usize> {
     out
 }
 
-fn dataset(path: &Path) -> Result<(String, Value)> {
+fn dataset(path: &Path) -> Result<DatasetReport> {
     let d = Dataset::load(path)?;
     let n = d.len();
     let dim = d.obs_dim();
-    let storage = match d.observations.storage() {
-        crate::data::ObsStorage::F32 => "f32",
-        crate::data::ObsStorage::U8 => "u8",
-    };
     let mut problems: Vec<String> = vec![];
     // Within an episode, the next observation should be the following row's observation;
     // a mismatch means the rows are not in time order or episodes are not marked.
@@ -268,11 +451,11 @@ fn dataset(path: &Path) -> Result<(String, Value)> {
         lo[j] = lo[j].min(v);
         hi[j] = hi[j].max(v);
     }
-    let constant = (0..dim).filter(|&j| lo[j] == hi[j]).count();
-    if constant > 0 && dim <= 64 {
+    let constant: Vec<usize> = (0..dim).filter(|&j| lo[j] == hi[j]).collect();
+    if !constant.is_empty() && dim <= 64 {
         problems.push(format!(
-            "{constant} observation dimension(s) never change: {:?}",
-            (0..dim).filter(|&j| lo[j] == hi[j]).collect::<Vec<_>>()
+            "{} observation dimension(s) never change: {constant:?}",
+            constant.len()
         ));
     }
     let unchanged = (0..n)
@@ -293,97 +476,128 @@ fn dataset(path: &Path) -> Result<(String, Value)> {
         .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &r| {
             (a.min(r), b.max(r))
         });
-    let rmean = d.rewards.iter().map(|&r| r as f64).sum::<f64>() / n.max(1) as f64;
     let eps = episode_lengths(&d);
-    let terminals = d.terminals.iter().filter(|&&t| t).count();
-    let timeouts = d
-        .timeouts
-        .as_ref()
-        .map(|t| t.iter().filter(|&&x| x).count());
     let actions = match &d.actions {
-        None => json!(null),
+        None => None,
         Some(Actions::Discrete(a)) => {
             let mut distinct: Vec<i64> = a.clone();
             distinct.sort_unstable();
             distinct.dedup();
-            json!({"kind": "discrete", "distinct": distinct.len(),
-                   "min": distinct.first(), "max": distinct.last()})
+            Some(ActionReport::Discrete {
+                distinct: distinct.len(),
+                min: distinct.first().copied(),
+                max: distinct.last().copied(),
+            })
         }
-        Some(Actions::Continuous { dim, .. }) => json!({"kind": "continuous", "dim": dim}),
+        Some(Actions::Continuous { dim, .. }) => Some(ActionReport::Continuous { dim: *dim }),
     };
-    let j = json!({
-        "kind": "dataset",
-        "file": path.display().to_string(),
-        "transitions": n,
-        "obs_shape": d.obs_shape,
-        "obs_dtype": storage,
-        "obs_min": if dim <= 64 { json!(lo) } else { json!(null) },
-        "obs_max": if dim <= 64 { json!(hi) } else { json!(null) },
-        "rewards": {"min": rmin, "max": rmax, "mean": rmean, "nonzero": rewarded},
-        "episodes": {"count": eps.len(), "min_len": eps.iter().min(), "max_len": eps.iter().max(),
-                     "mean_len": n as f64 / eps.len().max(1) as f64},
-        "terminals": terminals,
-        "timeouts": timeouts,
-        "actions": actions,
-        "problems": problems,
-    });
-    let mut s = String::new();
-    let _ = writeln!(s, "{}: dataset, {n} transitions", path.display());
-    let _ = writeln!(
-        s,
-        "  observation shape {:?} ({dim} values, {}; {:.1} MB in memory)",
-        d.obs_shape,
-        storage,
-        d.obs_memory_bytes() as f64 / 1e6
-    );
-    if dim <= 16 {
-        for j in 0..dim {
-            let _ = writeln!(s, "    dim {j}: {:.4} .. {:.4}", lo[j], hi[j]);
+    let small = dim <= 64;
+    Ok(DatasetReport {
+        file: path.display().to_string(),
+        transitions: n,
+        obs_shape: d.obs_shape.clone(),
+        obs_dtype: match d.observations.storage() {
+            ObsStorage::F32 => "f32",
+            ObsStorage::U8 => "u8",
+        },
+        obs_memory_bytes: d.obs_memory_bytes(),
+        obs_min: small.then_some(lo),
+        obs_max: small.then_some(hi),
+        rewards: RewardReport {
+            min: rmin,
+            max: rmax,
+            mean: d.rewards.iter().map(|&r| r as f64).sum::<f64>() / n.max(1) as f64,
+            nonzero: rewarded,
+        },
+        episodes: EpisodeReport {
+            count: eps.len(),
+            min_len: eps.iter().min().copied(),
+            max_len: eps.iter().max().copied(),
+            mean_len: n as f64 / eps.len().max(1) as f64,
+        },
+        terminals: d.terminals.iter().filter(|&&t| t).count(),
+        timeouts: d
+            .timeouts
+            .as_ref()
+            .map(|t| t.iter().filter(|&&x| x).count()),
+        actions,
+        problems,
+    })
+}
+
+impl fmt::Display for DatasetReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.transitions;
+        let dim: usize = self.obs_shape.iter().product();
+        writeln!(f, "{}: dataset, {n} transitions", self.file)?;
+        writeln!(
+            f,
+            "  observation shape {:?} ({dim} values, {}; {:.1} MB in memory)",
+            self.obs_shape,
+            self.obs_dtype,
+            self.obs_memory_bytes as f64 / 1e6
+        )?;
+        if let (Some(lo), Some(hi)) = (&self.obs_min, &self.obs_max) {
+            if dim <= 16 {
+                for j in 0..dim {
+                    writeln!(f, "    dim {j}: {:.4} .. {:.4}", lo[j], hi[j])?;
+                }
+            }
         }
-    }
-    let _ = writeln!(
-        s,
-        "  rewards: min {rmin}, max {rmax}, mean {rmean:.4}, {rewarded} non-zero ({:.2}%)",
-        100.0 * rewarded as f64 / n.max(1) as f64
-    );
-    let _ = writeln!(
-        s,
-        "  episodes: {} (length {}..{}, mean {:.1}); {terminals} terminals, {}",
-        eps.len(),
-        eps.iter().min().copied().unwrap_or(0),
-        eps.iter().max().copied().unwrap_or(0),
-        n as f64 / eps.len().max(1) as f64,
-        match timeouts {
-            Some(t) => format!("{t} timeouts"),
-            None => "no timeouts array".into(),
-        }
-    );
-    let _ = writeln!(
-        s,
-        "  actions: {}",
-        match &d.actions {
+        let r = &self.rewards;
+        writeln!(
+            f,
+            "  rewards: min {}, max {}, mean {:.4}, {} non-zero ({:.2}%)",
+            r.min,
+            r.max,
+            r.mean,
+            r.nonzero,
+            100.0 * r.nonzero as f64 / n.max(1) as f64
+        )?;
+        let e = &self.episodes;
+        writeln!(
+            f,
+            "  episodes: {} (length {}..{}, mean {:.1}); {} terminals, {}",
+            e.count,
+            e.min_len.unwrap_or(0),
+            e.max_len.unwrap_or(0),
+            e.mean_len,
+            self.terminals,
+            match self.timeouts {
+                Some(t) => format!("{t} timeouts"),
+                None => "no timeouts array".into(),
+            }
+        )?;
+        let actions = match &self.actions {
             None => "none (state-only: what LAQ needs)".to_string(),
-            Some(Actions::Discrete(_)) => format!(
-                "discrete, {} distinct (kept for evaluation only)",
-                j["actions"]["distinct"]
-            ),
-            Some(Actions::Continuous { dim, .. }) =>
-                format!("continuous, {dim} per step (kept for evaluation only)"),
+            Some(ActionReport::Discrete { distinct, .. }) => {
+                format!("discrete, {distinct} distinct (kept for evaluation only)")
+            }
+            Some(ActionReport::Continuous { dim }) => {
+                format!("continuous, {dim} per step (kept for evaluation only)")
+            }
+        };
+        writeln!(f, "  actions: {actions}")?;
+        if self.problems.is_empty() {
+            writeln!(f, "  problems: none found")?;
         }
-    );
-    if problems.is_empty() {
-        let _ = writeln!(s, "  problems: none found");
-    } else {
-        for p in &problems {
-            let _ = writeln!(s, "  problem: {p}");
+        for p in &self.problems {
+            writeln!(f, "  problem: {p}")?;
         }
+        Ok(())
     }
-    Ok((s, j))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
+
+    /// The report as text and JSON.
+    fn inspect(path: &Path, budget: Option<Budget>) -> Result<(String, Value)> {
+        let r = super::inspect(path, budget)?;
+        Ok((r.to_string(), serde_json::to_value(&r)?))
+    }
 
     #[test]
     fn datasets_report_episodes_and_problems() {

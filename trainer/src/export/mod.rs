@@ -12,29 +12,8 @@ use std::path::Path;
 
 pub mod quantize;
 
-pub const FORMAT: &str = "laq-value";
-/// The version of fully connected models.
-pub const VERSION: &str = "1";
-/// The version of image models (convolutions before the linear layers).
-pub const CONV_VERSION: &str = "2";
-
-/// How the last layer's outputs become V.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Head {
-    /// V = max over outputs (one Q value per latent action).
-    MaxQ,
-    /// V = 1 - ||outputs||_2 (the paper's appendix).
-    OneNorm,
-}
-
-impl Head {
-    pub fn name(self) -> &'static str {
-        match self {
-            Head::MaxQ => "max_q",
-            Head::OneNorm => "one_norm",
-        }
-    }
-}
+pub use laq_runtime::format::Head;
+use laq_runtime::format::{MetaKey, TensorName, Version, NAME, RELU};
 
 /// Weights of one linear layer, `[out, in]` row-major.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,7 +73,7 @@ impl ValueModel {
         if q.imitation.is_some() {
             bail!(
                 "BCQ's V is a max over the actions its imitation network allows, which \
-                 `{FORMAT}` cannot express: fit a network to its V first"
+                 `{NAME}` cannot express: fit a network to its V first"
             );
         }
         let host = |m: &crate::nn::Mlp| -> Result<Vec<Layer>> {
@@ -145,12 +124,15 @@ impl ValueModel {
     /// The format and version this model is written in: `laq-value 1` (fully connected)
     /// or `laq-value 2` (image model).
     pub fn format_name(&self) -> String {
-        let version = if self.conv.is_some() {
-            CONV_VERSION
-        } else {
-            VERSION
-        };
-        format!("{FORMAT} {version}")
+        format!("{NAME} {}", self.version())
+    }
+
+    /// Version 2 for an image model, 1 otherwise.
+    pub fn version(&self) -> Version {
+        match self.conv {
+            Some(_) => Version::Image,
+            None => Version::FullyConnected,
+        }
     }
 
     /// Values per state: `C * H * W` for an image model.
@@ -170,34 +152,32 @@ impl ValueModel {
     pub fn to_bytes(&self, int8: bool) -> Result<Vec<u8>> {
         use crate::util::safetensors::{to_bytes, Entry};
         let mut meta = self.info.clone();
-        meta.insert("format".into(), FORMAT.into());
-        match &self.conv {
-            None => meta.insert("version".into(), VERSION.into()),
-            Some(c) => {
-                meta.insert("input_shape".into(), serde_json::to_string(&c.input_shape)?);
-                meta.insert("num_conv".into(), c.layers.len().to_string());
-                meta.insert("version".into(), CONV_VERSION.into())
-            }
-        };
-        meta.insert("input_dim".into(), self.input_dim().to_string());
-        meta.insert("num_layers".into(), self.layers.len().to_string());
-        meta.insert("activation".into(), "relu".into());
-        meta.insert("head".into(), self.head.name().into());
-        meta.insert("gamma".into(), format!("{}", self.gamma as f32));
+        let mut set = |k: MetaKey, v: String| meta.insert(k.as_str().to_string(), v);
+        set(MetaKey::Format, NAME.into());
+        set(MetaKey::Version, self.version().as_str().into());
+        if let Some(c) = &self.conv {
+            set(MetaKey::InputShape, serde_json::to_string(&c.input_shape)?);
+            set(MetaKey::NumConv, c.layers.len().to_string());
+        }
+        set(MetaKey::InputDim, self.input_dim().to_string());
+        set(MetaKey::NumLayers, self.layers.len().to_string());
+        set(MetaKey::Activation, RELU.into());
+        set(MetaKey::Head, self.head.name().into());
+        set(MetaKey::Gamma, format!("{}", self.gamma as f32));
         let d = self.mean.len();
         let mut entries = vec![
-            Entry::f32("input.mean", vec![d], &self.mean),
-            Entry::f32("input.scale", vec![d], &self.scale),
+            Entry::f32(TensorName::InputMean.to_string(), vec![d], &self.mean),
+            Entry::f32(TensorName::InputScale.to_string(), vec![d], &self.scale),
         ];
         // Convolutions stay f32 under `int8`: the runtime reads them as f32 only.
         for (i, l) in self.conv.iter().flat_map(|c| c.layers.iter()).enumerate() {
             entries.push(Entry::f32(
-                format!("conv.{i}.weight"),
+                TensorName::ConvWeight(i as u8).to_string(),
                 vec![l.out_dim, l.in_dim],
                 &l.weight,
             ));
             entries.push(Entry::f32(
-                format!("conv.{i}.bias"),
+                TensorName::ConvBias(i as u8).to_string(),
                 vec![l.out_dim],
                 &l.bias,
             ));
@@ -207,17 +187,25 @@ impl ValueModel {
             if int8 && !self.keep_f32.contains(&i) {
                 let (q, s) = quantize_rows(&l.weight, l.in_dim);
                 entries.push(Entry {
-                    name: format!("layers.{i}.weight"),
+                    name: TensorName::LayerWeight(i as u8).to_string(),
                     dtype: safetensors::Dtype::I8,
                     shape,
                     bytes: q.iter().map(|&x| x as u8).collect::<Vec<u8>>().into(),
                 });
-                entries.push(Entry::f32(format!("layers.{i}.scale"), vec![l.out_dim], &s));
+                entries.push(Entry::f32(
+                    TensorName::LayerScale(i as u8).to_string(),
+                    vec![l.out_dim],
+                    &s,
+                ));
             } else {
-                entries.push(Entry::f32(format!("layers.{i}.weight"), shape, &l.weight));
+                entries.push(Entry::f32(
+                    TensorName::LayerWeight(i as u8).to_string(),
+                    shape,
+                    &l.weight,
+                ));
             }
             entries.push(Entry::f32(
-                format!("layers.{i}.bias"),
+                TensorName::LayerBias(i as u8).to_string(),
                 vec![l.out_dim],
                 &l.bias,
             ));
@@ -241,20 +229,25 @@ impl ValueModel {
         let st = safetensors::SafeTensors::deserialize(bytes).context("not a safetensors file")?;
         let (_, header) = safetensors::SafeTensors::read_metadata(bytes)?;
         let meta = header.metadata().clone().unwrap_or_default();
-        let get = |k: &str| meta.get(k).with_context(|| format!("metadata lacks `{k}`"));
-        let image = match (get("format")?.as_str(), get("version")?.as_str()) {
-            (FORMAT, VERSION) => false,
-            (FORMAT, CONV_VERSION) => true,
-            _ => bail!("not a `{FORMAT}` version {VERSION} or {CONV_VERSION} model"),
+        let get = |k: MetaKey| {
+            meta.get(k.as_str())
+                .with_context(|| format!("metadata lacks `{k}`"))
         };
-        let head = match get("head")?.as_str() {
-            "max_q" => Head::MaxQ,
-            "one_norm" => Head::OneNorm,
-            h => bail!("unknown head `{h}`"),
+        let version = match (get(MetaKey::Format)?.as_str(), get(MetaKey::Version)?) {
+            (NAME, v) => Version::parse(v.as_bytes()),
+            _ => None,
         };
-        let num_layers: usize = get("num_layers")?.parse().context("bad `num_layers`")?;
+        let image = match version {
+            Some(v) => v == Version::Image,
+            None => bail!("not a `{NAME}` version 1 or 2 model"),
+        };
+        let head = Head::parse(get(MetaKey::Head)?.as_bytes())
+            .with_context(|| format!("unknown head `{}`", meta[MetaKey::Head.as_str()]))?;
+        let num_layers: usize = get(MetaKey::NumLayers)?
+            .parse()
+            .context("bad `num_layers`")?;
         let gamma: f64 = meta
-            .get("gamma")
+            .get(MetaKey::Gamma.as_str())
             .map(|g| g.parse())
             .transpose()
             .context("bad `gamma`")?
@@ -273,24 +266,24 @@ impl ValueModel {
                 .collect();
             Ok((t.shape().to_vec(), v))
         };
-        let (_, mean) = f32_of("input.mean")?;
-        let (_, scale) = f32_of("input.scale")?;
+        let (_, mean) = f32_of(&TensorName::InputMean.to_string())?;
+        let (_, scale) = f32_of(&TensorName::InputScale.to_string())?;
         let conv = if image {
-            let shape: Vec<usize> = serde_json::from_str(get("input_shape")?)
+            let shape: Vec<usize> = serde_json::from_str(get(MetaKey::InputShape)?)
                 .context("bad `input_shape` (expected [C, H, W])")?;
             let input_shape: [usize; 3] = shape
                 .try_into()
                 .map_err(|s| anyhow::anyhow!("`input_shape` {s:?} is not [C, H, W]"))?;
-            let n: usize = get("num_conv")?.parse().context("bad `num_conv`")?;
+            let n: usize = get(MetaKey::NumConv)?.parse().context("bad `num_conv`")?;
             let layers = (0..n)
                 .map(|i| {
-                    let (shape, weight) = f32_of(&format!("conv.{i}.weight"))?;
+                    let (shape, weight) = f32_of(&TensorName::ConvWeight(i as u8).to_string())?;
                     let [out_dim, in_dim] = shape[..] else {
                         bail!(
                             "tensor `conv.{i}.weight` has shape {shape:?}, expected [out, 16 * in]"
                         );
                     };
-                    let (_, bias) = f32_of(&format!("conv.{i}.bias"))?;
+                    let (_, bias) = f32_of(&TensorName::ConvBias(i as u8).to_string())?;
                     Ok(Layer {
                         out_dim,
                         in_dim,
@@ -310,7 +303,7 @@ impl ValueModel {
         let mut f32_layers = vec![];
         let mut any_i8 = false;
         for i in 0..num_layers {
-            let wname = format!("layers.{i}.weight");
+            let wname = TensorName::LayerWeight(i as u8).to_string();
             let t = st
                 .tensor(&wname)
                 .with_context(|| format!("missing tensor `{wname}`"))?;
@@ -325,7 +318,7 @@ impl ValueModel {
                 }
                 Dtype::I8 => {
                     any_i8 = true;
-                    let (_, s) = f32_of(&format!("layers.{i}.scale"))?;
+                    let (_, s) = f32_of(&TensorName::LayerScale(i as u8).to_string())?;
                     t.data()
                         .iter()
                         .enumerate()
@@ -334,7 +327,7 @@ impl ValueModel {
                 }
                 other => bail!("tensor `{wname}` has dtype {other:?}"),
             };
-            let (_, bias) = f32_of(&format!("layers.{i}.bias"))?;
+            let (_, bias) = f32_of(&TensorName::LayerBias(i as u8).to_string())?;
             layers.push(Layer {
                 out_dim: shape[0],
                 in_dim: shape[1],
@@ -344,20 +337,7 @@ impl ValueModel {
         }
         let info = meta
             .into_iter()
-            .filter(|(k, _)| {
-                ![
-                    "format",
-                    "version",
-                    "input_dim",
-                    "num_layers",
-                    "activation",
-                    "head",
-                    "gamma",
-                    "input_shape",
-                    "num_conv",
-                ]
-                .contains(&k.as_str())
-            })
+            .filter(|(k, _)| MetaKey::parse(k.as_bytes()).is_none())
             .collect();
         let keep_f32 = if any_i8 { f32_layers } else { vec![] };
         Ok(ValueModel {

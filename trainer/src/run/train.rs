@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(m.obs_shape, [3, 32, 32]);
         assert_eq!(crate::run::record::RunMetrics::read(dir.path()).unwrap(), m);
         let run = crate::run::record::RunInfo::read(dir.path()).unwrap();
-        assert_eq!(run.model_format, "laq-value 2");
+        assert_eq!(run.model_format, format!("{} 2", laq_runtime::format::NAME));
         let summary = std::fs::read_to_string(dir.path().join("summary.txt")).unwrap();
         assert!(
             summary.contains("2 convolutions on [3, 32, 32] images"),

@@ -214,7 +214,8 @@ pub struct Transition {
     pub moved: f64,
 }
 /// Success weighted by path length (Anderson et al. 2018): the mean over episodes of
-/// S_i * l_i / max(p_i, l_i), with l the shortest path length and p the length taken.
+/// [`laq_maze::spl`], S_i * l_i / max(p_i, l_i) with l the shortest path length and p the
+/// length taken.
 pub fn spl(success: &[bool], shortest: &[f64], taken: &[f64]) -> Result<f64> {
     let n = success.len();
     if n == 0 || shortest.len() != n || taken.len() != n {
@@ -232,9 +233,7 @@ pub fn spl(success: &[bool], shortest: &[f64], taken: &[f64]) -> Result<f64> {
         if !(l.is_finite() && p.is_finite() && l >= 0.0 && p >= 0.0) {
             bail!("episode {i}: path lengths must be finite and non-negative ({l}, {p})");
         }
-        if success[i] {
-            sum += if l.max(p) == 0.0 { 1.0 } else { l / l.max(p) };
-        }
+        sum += laq_maze::spl(success[i], l as f32, p as f32) as f64;
     }
     Ok(sum / n as f64)
 }
