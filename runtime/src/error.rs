@@ -47,7 +47,7 @@ pub enum Error {
     /// any file with a `conv.*` tensor).
     UnsupportedFormat,
     /// Required metadata is missing or has an invalid value (e.g. an image model's
-    /// `input_shape` whose height is not a multiple of `2^num_conv`, or an
+    /// `input_shape` too small for `num_conv` halvings, or an
     /// `input_dim` other than `C * H * W`).
     InvalidMetadata,
     /// A tensor contains NaN or an infinity.

@@ -32,7 +32,8 @@ pub struct LayerInfo {
 
 /// Shape of one convolutional layer of an image model: a 4x4 kernel with stride 2 and
 /// one pixel of zero padding, so the output map is `in_height / 2` by `in_width / 2`
-/// pixels of `out_channels`, each followed by ReLU. Needs the `images` feature.
+/// pixels (rounded down: an odd side loses its last row or column's half-patch) of
+/// `out_channels`, each followed by ReLU. Needs the `images` feature.
 ///
 /// ```
 /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_conv.safetensors"));
@@ -102,8 +103,8 @@ impl<'a> Model<'a> {
     /// offsets inside the data section, matching the shapes, and not overlapping;
     /// required tensors and metadata (`format` `laq-value`, `version` `1` or `2`,
     /// `input_dim`, `num_layers`, `activation` `relu`, `head`; for version 2
-    /// `num_conv` and `input_shape`, with the height and width multiples of
-    /// `2^num_conv`, `input_dim = C * H * W` and the channel chain matching the
+    /// `num_conv` and `input_shape`, with at least one pixel left after `num_conv`
+    /// halvings, `input_dim = C * H * W` and the channel chain matching the
     /// convolutions' weights); no unknown tensor names; every f32 value finite; the
     /// density gate (variances > 0, weights >= 0 summing to 1 within 1e-3,
     /// `density.dims` inside the state, a `density_threshold`). Bytes after the last

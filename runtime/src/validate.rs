@@ -278,12 +278,13 @@ impl Layout {
             .get(MetaKey::InputShape)
             .and_then(|v| parse_shape(v.bytes()))
             .ok_or(Error::InvalidMetadata)?;
-        // Each layer halves the height and width exactly: multiples of 2^n.
-        let odd = (h | w) & ((1 << n) - 1);
+        // Each layer halves the height and width, rounding down: at least one pixel
+        // must be left after the last.
         if c.wrapping_sub(1) >= MAX_CHANNELS as u32
             || h.wrapping_sub(1) >= MAX_IMAGE_SIDE as u32
             || w.wrapping_sub(1) >= MAX_IMAGE_SIDE as u32
-            || odd != 0
+            || (h >> n) == 0
+            || (w >> n) == 0
         {
             return Err(Error::InvalidMetadata);
         }

@@ -111,6 +111,7 @@ fn random_conv_net(
         obs_shape: shape.to_vec(),
         loss_curve: vec![],
         imitation: None,
+        value: None,
         checkpoints: vec![],
     }
 }
@@ -134,6 +135,10 @@ fn runtime_matches_the_trainer_on_random_conv_networks_and_images() {
         ([1, 8, 8], &[4][..], &[][..], 3),
         ([3, 16, 24], &[5, 7][..], &[16, 16][..], 4),
         ([2, 32, 16], &[3, 4, 5, 6][..], &[9][..], 1),
+        // Sides that are not multiples of 2^layers: each convolution rounds down.
+        ([4, 84, 84], &[4, 6, 8][..], &[16][..], 3),
+        ([3, 21, 13], &[5, 6][..], &[8][..], 2),
+        ([1, 27, 20], &[3, 3, 3, 3][..], &[][..], 2),
     ] {
         let q = random_conv_net(&mut rng, shape, channels, hidden, k);
         let model = ValueModel::from_qnetwork(&q, 0.9, BTreeMap::new()).unwrap();

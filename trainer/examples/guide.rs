@@ -7,9 +7,11 @@
 //! ```sh
 //! cargo run --release -p laq --example guide -- [--out out/guide] [--seed 0]
 //!     [--starts 100] [--value models/maze2d/value.safetensors] [--sweep]
+//!     [--single out/guide/single.safetensors]
 //! ```
 //!
-//! `--sweep` also runs the study for several primitive lengths.
+//! `--sweep` also runs the study for several primitive lengths; `--single` reuses the
+//! baseline an earlier run wrote instead of training it again.
 
 use anyhow::{bail, Context, Result};
 use laq::envs::maze2d::Maze;
@@ -23,6 +25,8 @@ struct Args {
     starts: usize,
     value: PathBuf,
     sweep: bool,
+    /// The single-action baseline from an earlier run (`single.safetensors`).
+    single: Option<PathBuf>,
 }
 
 fn parse() -> Result<Args> {
@@ -35,6 +39,7 @@ fn parse() -> Result<Args> {
             "/../models/maze2d/value.safetensors"
         )),
         sweep: false,
+        single: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -45,6 +50,7 @@ fn parse() -> Result<Args> {
             "--starts" => a.starts = value()?.parse().context("--starts")?,
             "--value" => a.value = value()?.into(),
             "--sweep" => a.sweep = true,
+            "--single" => a.single = Some(value()?.into()),
             other => bail!("unknown argument `{other}`"),
         }
     }
@@ -58,12 +64,23 @@ fn main() -> Result<()> {
     let value = std::fs::read(&args.value)
         .with_context(|| format!("cannot read {}", args.value.display()))?;
     let t = Instant::now();
-    let single =
-        guidance::train_single_action_model(&maze, 200_000, 1000, 0, &candle_core::Device::Cpu)?;
-    eprintln!(
-        "trained the single-action model in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    let single = match &args.single {
+        Some(p) => std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?,
+        None => {
+            let m = guidance::train_single_action_model(
+                &maze,
+                200_000,
+                1000,
+                0,
+                &candle_core::Device::Cpu,
+            )?;
+            eprintln!(
+                "trained the single-action model in {:.1} s",
+                t.elapsed().as_secs_f64()
+            );
+            m
+        }
+    };
     let cfg = GuideConfig {
         starts: args.starts,
         ..GuideConfig::default()

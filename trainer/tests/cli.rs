@@ -883,3 +883,74 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(out.status.success(), "{err}");
 }
+
+/// Every run judges its own V: the grid world's is trusted, the same data with s'
+/// shuffled is doubtful (and `--strict` makes that exit with status 4); the verdict is
+/// in `metrics.json`, `summary.txt`, `report.md` and `laq inspect DIR`.
+#[test]
+fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
+    use laq::data::Dataset;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.npz");
+    let g = grid.to_str().unwrap();
+    ok(&["gen", "gridworld", "--episodes", "5000", "--out", g]);
+    let good = dir.path().join("good");
+    let out = ok(&[
+        "train",
+        "--data",
+        g,
+        "--out",
+        good.to_str().unwrap(),
+        "--strict",
+    ]);
+    assert!(out.contains("verdict: trusted"), "{out}");
+    let m = metrics(&good.join("metrics.json"));
+    assert_eq!(m["trust"]["verdict"], "trusted");
+    for c in m["trust"]["checks"].as_array().unwrap() {
+        for k in ["name", "value", "threshold", "pass", "why"] {
+            assert!(!c[k].is_null(), "{c}");
+        }
+    }
+    let report = std::fs::read_to_string(good.join("report.md")).unwrap();
+    assert!(report.contains("**Verdict: trusted.**"), "{report}");
+    let shown = ok(&["inspect", good.to_str().unwrap()]);
+    assert!(
+        shown.contains("verdict: trusted") && shown.contains("layer 0"),
+        "{shown}"
+    );
+
+    // The same data with every s' moved to another row.
+    let mut d = Dataset::load(&grid).unwrap();
+    let n = d.len();
+    let idx: Vec<usize> = (0..n).map(|i| (i * 7919 + 13) % n).collect();
+    let next = d.select(&idx).next_observations;
+    d.next_observations = next;
+    let shuffled = dir.path().join("shuffled.npz");
+    d.save(&shuffled).unwrap();
+    let bad = dir.path().join("bad");
+    let args = [
+        "train",
+        "--data",
+        shuffled.to_str().unwrap(),
+        "--out",
+        bad.to_str().unwrap(),
+        "--strict",
+    ];
+    let run = laq(&args);
+    assert_eq!(
+        run.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(out.contains("verdict: DOUBTFUL"), "{out}");
+    assert_eq!(
+        metrics(&bad.join("metrics.json"))["trust"]["verdict"],
+        "doubtful"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", bad.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(json["kind"], "run");
+    assert_eq!(json["metrics"]["trust"]["verdict"], "doubtful");
+}

@@ -15,7 +15,7 @@ pub struct BenchArgs {
     /// Also write the figures as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Frame size of the image steps (RGB, a multiple of 8).
+    /// Frame size of the image steps (RGB, at least 8).
     #[arg(long, default_value_t = 32)]
     pub image_size: usize,
     /// Batch of the image steps.

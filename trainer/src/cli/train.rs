@@ -2,6 +2,7 @@
 
 use crate::run::config::TrainConfig;
 use crate::run::launch::{launch, Start};
+use crate::run::trust::Verdict;
 use crate::stages::labels::LabelSource;
 use crate::stages::mining::AntiCollapse;
 use crate::stages::qlearn::QKind;
@@ -34,6 +35,10 @@ pub struct TrainArgs {
     /// Settings from a TOML file (`laq config default > laq.toml`); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Exit with status 4 when the verdict on V is doubtful (the run directory is
+    /// written all the same).
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub settings: Overrides,
 }
@@ -139,7 +144,10 @@ pub fn run(a: &TrainArgs, device: &Device) -> Result<()> {
     };
     let every = std::time::Duration::from_secs_f64(a.checkpoint_secs);
     let (dir, metrics) = launch(&start, settings, every, device)?;
-    out!("{metrics}");
     outln!("wrote {}", dir.display());
+    out!("{metrics}");
+    if a.strict && metrics.trust.verdict == Verdict::Doubtful {
+        std::process::exit(4);
+    }
     Ok(())
 }

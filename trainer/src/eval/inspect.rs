@@ -53,13 +53,18 @@ pub struct Budget {
 pub enum Report {
     Model(ModelReport),
     Dataset(DatasetReport),
+    /// A run directory: its metrics (with the trust verdict) and its model.
+    Run {
+        metrics: Box<crate::run::record::RunMetrics>,
+        model: ModelReport,
+    },
 }
 
 impl Report {
     /// Whether a model fits the budget it was inspected against (`None` without one).
     pub fn fits(&self) -> Option<bool> {
         match self {
-            Report::Model(m) => m.budget.as_ref().map(|b| b.fits),
+            Report::Model(m) | Report::Run { model: m, .. } => m.budget.as_ref().map(|b| b.fits),
             Report::Dataset(_) => None,
         }
     }
@@ -70,13 +75,24 @@ impl fmt::Display for Report {
         match self {
             Report::Model(m) => m.fmt(f),
             Report::Dataset(d) => d.fmt(f),
+            Report::Run { metrics, model } => write!(f, "{metrics}{model}"),
         }
     }
 }
 
 /// Describes a dataset or model file (chosen by its content: a `laq-value` model is a
-/// safetensors file whose metadata says so).
+/// safetensors file whose metadata says so), or a run directory.
 pub fn inspect(path: &Path, budget: Option<Budget>) -> Result<Report> {
+    if path.is_dir() {
+        let metrics = crate::run::record::RunMetrics::read(path)?;
+        let file = path.join(crate::run::record::VALUE_FILE);
+        let bytes =
+            std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        return Ok(Report::Run {
+            metrics: Box::new(metrics),
+            model: model(&file, bytes, budget)?,
+        });
+    }
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     if is_model(&bytes) {
         Ok(Report::Model(model(path, bytes, budget)?))

@@ -87,7 +87,8 @@ impl ValueModel {
                 })
                 .collect())
         };
-        let (conv, layers) = match &q.net {
+        // IQL exports its value network (one output: V itself).
+        let (conv, layers) = match q.value.as_ref().unwrap_or(&q.net) {
             QModel::Mlp(m) => (None, host(m)?),
             QModel::Conv(c) => {
                 let mut conv = vec![];
@@ -382,6 +383,28 @@ impl ValueModel {
         }
         // [n, C', H', W'] to the runtime's (row, column, channel) order.
         Ok(x.permute((0, 2, 3, 1))?.contiguous()?.reshape((n, ()))?)
+    }
+
+    /// V of every observation of `data`, a chunk of rows at a time (computed with candle).
+    pub fn values_of(&self, data: &crate::data::Dataset, device: &Device) -> Result<Vec<f32>> {
+        let d = data.obs_dim();
+        if d != self.input_dim() {
+            bail!(
+                "the model takes {} values per state, the dataset's observations have {d}",
+                self.input_dim()
+            );
+        }
+        let chunk = ((1 << 22) / d.max(1)).clamp(1, 4096);
+        let mut out = Vec::with_capacity(data.len());
+        let mut states = Vec::with_capacity(chunk * d);
+        for start in (0..data.len()).step_by(chunk) {
+            states.clear();
+            for i in start..(start + chunk).min(data.len()) {
+                states.extend_from_slice(&data.obs_row(i));
+            }
+            out.extend(self.values_candle(&states, device)?);
+        }
+        Ok(out)
     }
 
     /// The linear layers as an [`Mlp`] on `device`.

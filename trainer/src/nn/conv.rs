@@ -69,7 +69,7 @@ pub struct ImageShape {
 
 impl ImageShape {
     /// The shape `[C, H, W]`, checked against an encoder of `layers` stride-2 layers: each
-    /// halves H and W exactly, so both must be multiples of 2^layers.
+    /// halves H and W, rounding down (any size works), and at least one pixel must be left.
     pub fn new(shape: &[usize], layers: usize) -> Result<Self> {
         let &[c, h, w] = shape else {
             bail!("a convolutional network needs observations of shape [C, H, W], got {shape:?}");
@@ -77,14 +77,24 @@ impl ImageShape {
         if layers == 0 {
             bail!("`conv.channels` is empty: the encoder needs at least one layer");
         }
-        let f = 1usize.checked_shl(layers as u32).unwrap_or(0);
-        if c == 0 || f == 0 || h == 0 || w == 0 || h % f != 0 || w % f != 0 {
+        if layers > laq_runtime::MAX_CONV_LAYERS {
             bail!(
-                "images of {h}x{w} pixels do not fit {layers} stride-2 layers: height and width \
-                 must be multiples of {f} (resize the images or shorten `conv.channels`)"
+                "`conv.channels` has {layers} layers; the runtime evaluates at most {}",
+                laq_runtime::MAX_CONV_LAYERS
+            );
+        }
+        if c == 0 || layers >= usize::BITS as usize || (h >> layers) == 0 || (w >> layers) == 0 {
+            bail!(
+                "images of {h}x{w} pixels are too small for {layers} stride-2 layers (each \
+                 halves the height and width): shorten `conv.channels`"
             );
         }
         Ok(ImageShape { c, h, w })
+    }
+
+    /// Height and width after `i` stride-2 layers.
+    pub fn level(&self, i: usize) -> (usize, usize) {
+        (self.h >> i, self.w >> i)
     }
 
     pub fn len(&self) -> usize {
@@ -254,34 +264,57 @@ impl Conv {
 
 /// A 2x2 stride-2 transposed convolution on channels-last maps: each input pixel becomes a
 /// 2x2 block of output pixels through one `[4 * out, in]` matrix (then depth-to-space).
+/// When the map it mirrors had an odd side (the encoder rounded it down), the missing last
+/// row or column is zeros.
 #[derive(Clone, Debug)]
 pub struct Up {
     linear: Linear,
     cout: usize,
     in_hw: (usize, usize),
+    out_hw: (usize, usize),
 }
 
 impl Up {
-    pub fn new(vb: VarBuilder, cin: usize, cout: usize, in_hw: (usize, usize)) -> Result<Self> {
+    /// From `in_hw` to `out_hw`, which is `2 * in_hw` or one more on a side.
+    pub fn new(
+        vb: VarBuilder,
+        cin: usize,
+        cout: usize,
+        in_hw: (usize, usize),
+        out_hw: (usize, usize),
+    ) -> Result<Self> {
+        let fits = |i: usize, o: usize| o == 2 * i || o == 2 * i + 1;
+        if !fits(in_hw.0, out_hw.0) || !fits(in_hw.1, out_hw.1) {
+            bail!("a 2x upsampling cannot map {in_hw:?} to {out_hw:?}");
+        }
         Ok(Up {
             linear: candle_nn::linear(cin, 4 * cout, vb)?,
             cout,
             in_hw,
+            out_hw,
         })
     }
 
-    /// `[B, h * w, in]` to `[B, 4 * h * w, out]`.
+    /// `[B, h * w, in]` to `[B, out_h * out_w, out]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let b = x.dim(0)?;
         let (h, w) = self.in_hw;
         // Outputs of pixel (i, j) are ordered (row parity, column parity, channel); moving
         // the row parity in front of j puts every output row in place.
-        self.linear
+        let y = self
+            .linear
             .forward(x)?
             .reshape((b * h, w, 2, 2 * self.cout))?
             .transpose(1, 2)?
-            .contiguous()?
-            .reshape((b, 4 * h * w, self.cout))
+            .contiguous()?;
+        let (ho, wo) = self.out_hw;
+        if (ho, wo) == (2 * h, 2 * w) {
+            return y.reshape((b, 4 * h * w, self.cout));
+        }
+        y.reshape((b, 2 * h, 2 * w, self.cout))?
+            .pad_with_zeros(1, 0, ho - 2 * h)?
+            .pad_with_zeros(2, 0, wo - 2 * w)?
+            .reshape((b, ho * wo, self.cout))
     }
 }
 
@@ -426,7 +459,7 @@ mod tests {
     fn up_places_blocks() {
         let dev = Device::Cpu;
         let (_vm, vb) = vb_on(&dev);
-        let up = Up::new(vb, 1, 1, (2, 3)).unwrap();
+        let up = Up::new(vb, 1, 1, (2, 3), (4, 6)).unwrap();
         // Identity-like weights: output (a, b) of a pixel is its value + 10a + 20b; the
         // bias carries the offsets and the weight copies the input.
         let w = Tensor::new(&[[1f32], [1.], [1.], [1.]], &dev).unwrap();
@@ -460,8 +493,14 @@ mod tests {
     #[test]
     fn shapes_and_norms() {
         assert!(ImageShape::new(&[3, 32, 32], 3).is_ok());
-        let e = ImageShape::new(&[3, 30, 32], 3).unwrap_err().to_string();
-        assert!(e.contains("multiples of 8"), "{e}");
+        // Any size works: each layer rounds down (84 -> 42 -> 21 -> 10).
+        assert_eq!(ImageShape::new(&[4, 84, 84], 3).unwrap().level(3), (10, 10));
+        assert_eq!(
+            ImageShape::new(&[3, 210, 160], 4).unwrap().level(4),
+            (13, 10)
+        );
+        let e = ImageShape::new(&[3, 7, 32], 3).unwrap_err().to_string();
+        assert!(e.contains("too small"), "{e}");
         assert!(ImageShape::new(&[4], 1).is_err());
         assert!(Arch::Conv.is_conv(&[4]).is_err());
         assert!(Arch::Auto.is_conv(&[3, 8, 8]).unwrap());

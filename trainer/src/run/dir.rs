@@ -46,6 +46,7 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained, source: &str) ->
         global_purity,
         purity: state_purity,
         model: ModelSummary::of(&tr.model),
+        trust: tr.trust.clone(),
     }
 }
 

@@ -213,6 +213,31 @@ pub fn report(
     let source = &metrics.source;
     let mut s = String::new();
     let _ = writeln!(s, "# LAQ run on `{source}`\n");
+    let trust = &metrics.trust;
+    match trust.verdict {
+        crate::run::trust::Verdict::Trusted => {
+            let _ = writeln!(
+                s,
+                "**Verdict: trusted.** Every check this run could make without ground truth \
+                 passes ({} checks, table below).\n",
+                trust.checks.len()
+            );
+        }
+        crate::run::trust::Verdict::Doubtful => {
+            let _ = writeln!(
+                s,
+                "**Verdict: doubtful.** Do not rely on this V as it is:\n"
+            );
+            for c in trust.failed().take(2) {
+                let _ = writeln!(
+                    s,
+                    "- `{}` ({:.3}, threshold {}): {}",
+                    c.name, c.value, c.threshold, c.why
+                );
+            }
+            let _ = writeln!(s);
+        }
+    }
     let _ = writeln!(
         s,
         "{} transitions, observation shape {:?}; labels `{}` ({} labels), Q-learning `{}`, seed {}.\n",
@@ -239,6 +264,22 @@ pub fn report(
         m.num_outputs(),
         m.head.name()
     );
+    let _ = writeln!(
+        s,
+        "## Trust checks\n\n| check | value | threshold | pass | why |\n|---|---|---|---|---|"
+    );
+    for c in &trust.checks {
+        let _ = writeln!(
+            s,
+            "| {} | {:.3} | {} | {} | {} |",
+            c.name,
+            c.value,
+            c.threshold,
+            if c.pass { "yes" } else { "**no**" },
+            c.why
+        );
+    }
+    let _ = writeln!(s);
     let _ = writeln!(s, "## Figures\n");
     for (file, caption) in figures {
         let _ = writeln!(s, "{caption}:\n\n![{caption}]({file})\n");

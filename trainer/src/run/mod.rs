@@ -9,3 +9,4 @@ pub mod launch;
 pub mod plot;
 pub mod record;
 pub mod train;
+pub mod trust;

@@ -120,6 +120,8 @@ pub struct RunMetrics {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purity: Option<f64>,
     pub model: ModelSummary,
+    /// The oracle-free verdict on V and its checks.
+    pub trust: crate::run::trust::Trust,
 }
 
 impl RunMetrics {
@@ -155,7 +157,7 @@ impl fmt::Display for RunMetrics {
         for (k, v) in &self.timings_s {
             writeln!(f, "  time {k:<28} {v:.2} s")?;
         }
-        Ok(())
+        write!(f, "{}", self.trust)
     }
 }
 

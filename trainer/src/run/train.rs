@@ -1,6 +1,7 @@
 //! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
 
 use super::config::TrainConfig;
+use super::trust::{self, Evidence, Trust};
 use crate::data::Dataset;
 use crate::export::ValueModel;
 use crate::stages::checkpoint::{Checkpointer, State};
@@ -26,6 +27,8 @@ pub struct Trained {
     pub q_transitions: usize,
     /// Seconds spent in each stage, in order.
     pub timings: Vec<(String, f64)>,
+    /// The oracle-free verdict on V.
+    pub trust: Trust,
 }
 
 /// Labels the data, learns Q, and builds the exportable value model. With `ckpt`, every
@@ -116,6 +119,31 @@ pub fn train(
             ));
             info.insert("q".to_string(), q_used.name().to_string());
             let model = ValueModel::from_qnetwork(&net, cfg.tabular.gamma, info)?;
+            let t = Instant::now();
+            let second = match cfg.second_seed {
+                true => {
+                    let other =
+                        qlearn::tabular(qdata, &qlabels, qk, &cfg.tabular, second_seed(cfg.seed))?;
+                    Some(
+                        (0..data.len())
+                            .map(|i| other.value(&data.obs_row(i)).unwrap_or(0.0) as f32)
+                            .collect::<Vec<f32>>(),
+                    )
+                }
+                false => None,
+            };
+            let values = model.values_of(data, device)?;
+            let trust = trust::assess(&Evidence {
+                data,
+                labels: &labelled.labels,
+                num_actions: labelled.num_actions,
+                dynamics: dynamics_losses(&labelled, data, cfg.seed)?,
+                values: &values,
+                second: second.as_deref(),
+                last_snapshots: None,
+                max_return: qlearn::return_bounds(data, cfg.tabular.gamma).1 as f64,
+            });
+            timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
                 labelled,
                 q_used,
@@ -126,16 +154,25 @@ pub fn train(
                 q_loss: net.loss_curve,
                 q_transitions: qdata.len(),
                 timings,
+                trust,
             }
         }
         variant => {
             let name = variant.name();
+            // Probe states whose V every checkpoint records, for the convergence check.
+            let probe_rows: Vec<usize> = (0..qdata.len())
+                .step_by((qdata.len() / PROBE_STATES).max(1))
+                .collect();
+            let probe: Vec<f32> = probe_rows
+                .iter()
+                .flat_map(|&i| qdata.obs_row(i).into_owned())
+                .collect();
             let inputs = DqnInputs {
                 data: qdata,
                 labels: &qlabels,
                 num_actions: qk,
                 variant,
-                probe: None,
+                probe: Some(&probe),
             };
             let net = qlearn::dqn(&inputs, &cfg.dqn, cfg.seed, device, ckpt)?;
             timings.push((format!("Q-learning ({name})"), t.elapsed().as_secs_f64()));
@@ -177,6 +214,64 @@ pub fn train(
             } else {
                 (ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?, None)
             };
+            let t = Instant::now();
+            let all: Vec<usize> = (0..data.len()).collect();
+            let other = match cfg.second_seed {
+                true => Some(qlearn::dqn(
+                    &inputs,
+                    &cfg.dqn,
+                    second_seed(cfg.seed),
+                    device,
+                    None,
+                )?),
+                false => None,
+            };
+            let dynamics = dynamics_losses(&labelled, data, cfg.seed)?;
+            let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
+            let judge = |values: &[f32], second: Option<&[f32]>, net: &QNetwork| {
+                let snaps = &net.checkpoints;
+                let last_snapshots = match snaps.len() {
+                    0 | 1 => None,
+                    k => Some((snaps[k - 2].1.as_slice(), snaps[k - 1].1.as_slice())),
+                };
+                trust::assess(&Evidence {
+                    data,
+                    labels: &labelled.labels,
+                    num_actions: labelled.num_actions,
+                    dynamics,
+                    values,
+                    second,
+                    last_snapshots,
+                    max_return,
+                })
+            };
+            let values = model.values_of(data, device)?;
+            let first_values = other
+                .as_ref()
+                .map(|o| o.values_of(data, &all, device))
+                .transpose()?;
+            let mut trust = judge(&values, first_values.as_deref(), &net);
+            let (mut model, mut net, mut selected) = (model, net, cfg.seed);
+            // Oracle-free selection between the two Q-functions: the one whose V ranks the
+            // data's own rewarded trajectories better is exported (BCQ's exported V is a
+            // fitted network, which only the first gets).
+            if let (Some(o), None) = (other, &err) {
+                let second_model =
+                    ValueModel::from_qnetwork(&o, cfg.dqn.gamma, model.info.clone())?;
+                let second_values = second_model.values_of(data, device)?;
+                let second_trust = judge(&second_values, Some(&values), &o);
+                if trust::preferred(&second_trust, &trust) {
+                    (model, net, trust, selected) =
+                        (second_model, o, second_trust, second_seed(cfg.seed));
+                }
+            }
+            timings.push((
+                "trust checks (second seed)".into(),
+                t.elapsed().as_secs_f64(),
+            ));
+            model
+                .info
+                .insert("q_seed".to_string(), selected.to_string());
             Trained {
                 labelled,
                 q_used: variant,
@@ -187,6 +282,7 @@ pub fn train(
                 distill_max_abs_error: err,
                 q_transitions: qdata.len(),
                 timings,
+                trust,
             }
         }
     };
@@ -204,6 +300,74 @@ pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
     );
     info.insert("seed".to_string(), cfg.seed.to_string());
     info
+}
+
+/// Probe states whose V deep Q-learning records at each checkpoint.
+const PROBE_STATES: usize = 2000;
+
+/// The seed of the second Q-function the trust checks compare with.
+fn second_seed(seed: u64) -> u64 {
+    seed ^ 0x5ec0_0d5e
+}
+
+/// Rows of the sample that the dynamics check clusters.
+const CLUSTER_SAMPLE: usize = 4000;
+
+/// For mined labels: the forward model's final loss per standardised value of s', and
+/// the loss of K clusters of s' alone (no state), on a sample: the latent actions are
+/// worth something only if knowing s explains s' better than clustering s' does.
+fn dynamics_losses(labelled: &Labelled, data: &Dataset, seed: u64) -> Result<Option<(f64, f64)>> {
+    let Some(&last) = labelled.mining_loss.as_ref().and_then(|c| c.last()) else {
+        return Ok(None);
+    };
+    let d = data.obs_dim().max(1);
+    let inputs = match data.is_image() {
+        true => {
+            let shape = crate::nn::conv::ImageShape::new(&data.obs_shape, 1)
+                .or_else(|_| crate::nn::conv::ImageShape::new(&data.obs_shape, 0));
+            match shape {
+                Ok(s) => crate::nn::inputs::Inputs::image(data, s),
+                Err(_) => crate::nn::inputs::Inputs::dense(data).0,
+            }
+        }
+        false => crate::nn::inputs::Inputs::dense(data).0,
+    };
+    let rows: Vec<usize> = (0..data.len())
+        .step_by((data.len() / CLUSTER_SAMPLE).max(1))
+        .collect();
+    let mut x = vec![0f32; rows.len() * d];
+    for (j, &i) in rows.iter().enumerate() {
+        inputs.fill(i, true, &mut x[j * d..(j + 1) * d]);
+    }
+    let k = labelled.num_actions.max(1);
+    let assigned = labels::kmeans(&x, d, k, 20, seed)?;
+    let mut centre = vec![0f64; k * d];
+    let mut count = vec![0usize; k];
+    for (j, &c) in assigned.iter().enumerate() {
+        count[c as usize] += 1;
+        for (m, v) in centre[c as usize * d..(c as usize + 1) * d]
+            .iter_mut()
+            .zip(&x[j * d..(j + 1) * d])
+        {
+            *m += *v as f64;
+        }
+    }
+    for c in 0..k {
+        for m in &mut centre[c * d..(c + 1) * d] {
+            *m /= count[c].max(1) as f64;
+        }
+    }
+    let mut sse = 0f64;
+    for (j, &c) in assigned.iter().enumerate() {
+        for (m, v) in centre[c as usize * d..(c as usize + 1) * d]
+            .iter()
+            .zip(&x[j * d..(j + 1) * d])
+        {
+            sse += (*v as f64 - m).powi(2);
+        }
+    }
+    let clusters = sse / (rows.len() * d).max(1) as f64;
+    Ok(Some((last as f64 / d as f64, clusters)))
 }
 
 /// The checkpoint stage name of labelling.

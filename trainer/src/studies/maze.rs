@@ -116,6 +116,8 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
     let mut rows: std::collections::BTreeMap<String, Vec<[f64; 4]>> = Default::default();
     // The first seed's DQN value models, exported as `laq train` would write them.
     let mut exported: std::collections::BTreeMap<&str, Vec<u8>> = Default::default();
+    // The LAQ (latent/dqn) model of every seed, for guidance per seed.
+    let mut laq_by_seed: Vec<(u64, Vec<u8>)> = vec![];
     for &seed in &study.seeds {
         for &source in &study.sources {
             let t = Instant::now();
@@ -139,17 +141,26 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                     sg.push(stats::spearman(&v, &gt));
                     so.push(stats::spearman(&v, &oracle));
                 }
-                if seed == study.seeds[0]
-                    && q == QKind::Dqn
-                    && matches!(source, LabelSource::Latent | LabelSource::Single)
-                {
+                let first = seed == study.seeds[0];
+                let wanted = match source {
+                    LabelSource::Latent => true,
+                    LabelSource::Single => first,
+                    _ => false,
+                };
+                if q == QKind::Dqn && wanted {
                     let mut info = crate::run::train::model_info(&TrainConfig {
                         labels: source,
                         ..cfg.clone()
                     });
                     info.insert("q".into(), QKind::Dqn.name().into());
                     let model = ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?;
-                    exported.insert(source.key(), model.to_bytes(false)?);
+                    let bytes = model.to_bytes(false)?;
+                    if source == LabelSource::Latent {
+                        laq_by_seed.push((seed, bytes.clone()));
+                    }
+                    if first {
+                        exported.insert(source.key(), bytes);
+                    }
                 }
                 let last = |s: &[f64]| s.last().copied().unwrap_or(f64::NAN);
                 rows.entry(format!("{}/{}", source.key(), q.name()))
@@ -183,8 +194,18 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                 g,
                 0,
             )?;
+            let mut per_seed = vec![];
+            for (seed, bytes) in &laq_by_seed {
+                let r = crate::studies::guidance::guidance_study(&maze, bytes, None, g, 0)?;
+                let laq = r.summary(crate::studies::guidance::Policy::LaqValue);
+                per_seed.push(json!({
+                    "seed": seed,
+                    "success": laq.map(|p| p.success),
+                    "spl": laq.map(|p| p.spl),
+                }));
+            }
             timings.push(("guidance".into(), t.elapsed().as_secs_f64()));
-            Some(r)
+            Some((r, per_seed))
         }
         _ => None,
     };
@@ -248,7 +269,7 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
     report += "\nlast: the final checkpoint (no oracle involved); p95: 95th percentile over checkpoints,\n";
     report += "the paper's model selection, which peeks at the reference. Paper column: vs GT-action V.\n";
     let mut guidance_json = Value::Null;
-    if let Some(r) = &guidance {
+    if let Some((r, per_seed)) = &guidance {
         use crate::studies::guidance::Policy;
         report += &format!(
             "\nZero-shot guidance of a differential-drive robot ({} random starts, primitives of {} \
@@ -268,9 +289,20 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             per.insert(p.policy.key().into(), serde_json::to_value(p)?);
         }
         let laq = r.summary(Policy::LaqValue);
+        report += "laq_value per seed:  ";
+        for p in per_seed {
+            report += &format!(
+                " seed {} {:.2} ({:.3})",
+                p["seed"],
+                p["success"].as_f64().unwrap_or(f64::NAN),
+                p["spl"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+        report += "  (success (SPL))\n";
         guidance_json = json!({
             "success": laq.map(|p| p.success),
             "spl": laq.map(|p| p.spl),
+            "per_seed": per_seed,
             "policies": per,
             "starts": r.config.starts,
             "drive_length": r.config.drive_length,

@@ -63,7 +63,7 @@ impl Default for NavStudyConfig {
     /// 20000 Q-learning steps per label source (value has to travel 100+ steps back from
     /// the goals, one target-network period at a time), 100 evaluation episodes.
     fn default() -> Self {
-        let mut train = TrainConfig::images();
+        let mut train = TrainConfig::images(&[3, 32, 32]);
         train.q = QKind::Dqn;
         train.mining.steps = 1000;
         train.dqn.steps = 20_000;

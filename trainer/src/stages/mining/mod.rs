@@ -326,7 +326,8 @@ pub fn mine(
         Spec::Mlp(_) => {
             if data.is_image() {
                 log::warn!(
-                    "fully connected mining on images converts every observation to f32                      (4x the memory of u8 storage)"
+                    "fully connected mining on images converts every observation to f32 \
+                     (4x the memory of u8 storage)"
                 );
             }
             Inputs::dense(data).0
@@ -619,7 +620,7 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("multiples of 32"), "{e}");
+        assert!(e.contains("at most 4"), "{e}");
     }
 
     #[test]

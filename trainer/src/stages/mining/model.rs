@@ -178,8 +178,17 @@ impl ConvForwardModel {
         maps.extend(&channels[..channels.len() - 1]);
         let (mut ups, mut skips, mut acts) = (vec![], vec![], vec![]);
         let (mut hw, mut cin) = (encoder.out_hw, f);
+        let levels = channels.len();
         for (i, &cout) in outs.iter().enumerate() {
-            ups.push(Up::new(vb.pp(format!("decoder.up.{i}")), cin, cout, hw)?);
+            // Back up to the size of the encoder map this layer mirrors.
+            let to = shape.level(levels - 1 - i);
+            ups.push(Up::new(
+                vb.pp(format!("decoder.up.{i}")),
+                cin,
+                cout,
+                hw,
+                to,
+            )?);
             let from = maps[maps.len() - 1 - i];
             skips.push(candle_nn::linear_no_bias(
                 from,
@@ -193,7 +202,7 @@ impl ConvForwardModel {
                     vb.pp(format!("decoder.action.{i}")),
                 )?);
             }
-            hw = (hw.0 * 2, hw.1 * 2);
+            hw = to;
             cin = cout;
         }
         Ok(ConvForwardModel {

@@ -1,4 +1,5 @@
-//! Double DQN and its offline variants (discrete BCQ, CQL) on labelled transitions.
+//! Deep Q-learning on labelled transitions: Double DQN and its offline variants (discrete
+//! BCQ, CQL), and expectile value learning (IQL), with one-step or lambda-return targets.
 
 use super::*;
 use crate::util::stats::TenthCurve;
@@ -16,7 +17,7 @@ pub struct DqnInputs<'a> {
     /// The label of every transition, below `num_actions`.
     pub labels: &'a [u32],
     pub num_actions: usize,
-    /// `Dqn`, `Bcq` or `Cql`.
+    /// `Dqn`, `Bcq`, `Cql` or `Iql`.
     pub variant: QKind,
     /// Raw states whose V is recorded at `cfg.checkpoints` evenly spaced steps (for model
     /// selection studies).
@@ -50,8 +51,14 @@ pub fn dqn(
         variant,
         probe,
     } = *inputs;
-    if !matches!(variant, QKind::Dqn | QKind::Bcq | QKind::Cql) {
-        bail!("deep Q-learning variant must be dqn, bcq or cql");
+    if !matches!(variant, QKind::Dqn | QKind::Bcq | QKind::Cql | QKind::Iql) {
+        bail!("deep Q-learning variant must be dqn, bcq, cql or iql");
+    }
+    if !(0.0..=1.0).contains(&cfg.lambda) {
+        bail!("dqn.lambda must be in [0, 1], got {}", cfg.lambda);
+    }
+    if !(cfg.expectile > 0.0 && cfg.expectile < 1.0) {
+        bail!("dqn.expectile must be in (0, 1), got {}", cfg.expectile);
     }
     check_labels(labels, num_actions, data.len())?;
     let n = data.len();
@@ -81,16 +88,30 @@ pub fn dqn(
     };
     let d = inputs.dim();
     let image_ref = image.map(|s| (s, cfg.conv.channels.as_slice()));
-    let build = |vb: VarBuilder| QModel::new(vb, d, image_ref, &cfg.hidden, num_actions);
-    let (vm, vb) = nn::new_varmap(device);
-    let net = build(vb.pp("q"))?;
-    let imitation = match variant {
-        QKind::Bcq => Some((build(vb.pp("imitation"))?, cfg.bcq_threshold as f32)),
-        _ => None,
+    let build = |vb: VarBuilder| -> Result<Nets> {
+        let q = QModel::new(vb.pp("q"), d, image_ref, &cfg.hidden, num_actions)?;
+        let imitation = match variant {
+            QKind::Bcq => Some((
+                QModel::new(vb.pp("imitation"), d, image_ref, &cfg.hidden, num_actions)?,
+                cfg.bcq_threshold as f32,
+            )),
+            _ => None,
+        };
+        let value = match variant {
+            QKind::Iql => Some(QModel::new(vb.pp("v"), d, image_ref, &cfg.hidden, 1)?),
+            _ => None,
+        };
+        Ok(Nets {
+            q,
+            imitation,
+            value,
+        })
     };
+    let (vm, vb) = nn::new_varmap(device);
+    let online = build(vb)?;
     nn::init_vars(&vm, seed)?;
     let (tvm, tvb) = nn::new_varmap(device);
-    let target = build(tvb.pp("q"))?;
+    let target = build(tvb)?;
     nn::copy_vars(&vm, &tvm)?;
     let mut opt = Adam::for_varmap(&vm, AdamConfig::new(cfg.lr, 0.0))?;
     let (lo, hi) = return_bounds(data, cfg.gamma);
@@ -99,6 +120,26 @@ pub fn dqn(
     } else {
         0.0
     };
+    let network = |nets: &Nets| QNetwork {
+        net: nets.q.clone(),
+        mean: mean.clone(),
+        std: std.clone(),
+        obs_shape: data.obs_shape.clone(),
+        loss_curve: vec![],
+        imitation: nets.imitation.clone(),
+        value: nets.value.clone(),
+        checkpoints: vec![],
+    };
+    // Lambda-returns: targets of every transition, recomputed from the target networks.
+    let traces = (cfg.lambda > 0.0).then(|| Traces::of(data));
+    let mut targets: Vec<f32> = vec![];
+    let refresh = |targets: &mut Vec<f32>| -> Result<()> {
+        if let Some(t) = &traces {
+            let boot = bootstrap_values(&network(&target), &inputs, device)?;
+            *targets = t.returns(data, &boot, cfg.gamma as f32, cfg.lambda as f32, (lo, hi));
+        }
+        Ok(())
+    };
     let mut snapshots = vec![];
     let every = (cfg.steps / cfg.checkpoints.max(1)).max(1);
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6471_6e00);
@@ -106,6 +147,7 @@ pub fn dqn(
     let (mut bs_s, mut bs_s2) = (vec![0f32; bs * d], vec![0f32; bs * d]);
     let mut bs_a = vec![0u32; bs];
     let (mut bs_r, mut bs_t) = (vec![0f32; bs], vec![false; bs]);
+    let mut bs_y = vec![0f32; bs];
     let mut curve = TenthCurve::new(cfg.steps);
     let bar = progress::bar(cfg.steps as u64, "Q-learning");
     let mut first = 0;
@@ -120,10 +162,14 @@ pub fn dqn(
             snapshots.push((at, st.f32(&format!("snapshot.{i}"))?.to_vec()));
         }
         bar.set_position(first as u64);
+        refresh(&mut targets)?;
+    } else {
+        refresh(&mut targets)?;
     }
     for step in first..cfg.steps {
         if step > 0 && step % cfg.target_update.max(1) == 0 {
             nn::copy_vars(&vm, &tvm)?;
+            refresh(&mut targets)?;
         }
         for j in 0..bs {
             let i = rng.random_range(0..n);
@@ -132,6 +178,9 @@ pub fn dqn(
             bs_a[j] = labels[i];
             bs_r[j] = data.rewards[i];
             bs_t[j] = data.terminals[i];
+            if let Some(&y) = targets.get(i) {
+                bs_y[j] = y;
+            }
         }
         let batch = Batch {
             s: &bs_s,
@@ -139,37 +188,43 @@ pub fn dqn(
             a: &bs_a,
             r: &bs_r,
             terminal: &bs_t,
+            targets: traces.as_ref().map(|_| bs_y.as_slice()),
         };
-        let losses = Losses {
-            imitation: imitation.as_ref().map(|(m, t)| (m, *t)),
-            cql_alpha,
-        };
-        let loss = dqn_step(
-            &net,
-            &target,
-            &mut opt,
-            &batch,
-            cfg.gamma as f32,
-            (lo, hi),
-            &losses,
-            device,
-        )? as f64;
+        let loss = match &online.value {
+            Some(v) => iql_step(
+                (&online.q, v),
+                (&target.q, target.value.as_ref().unwrap_or(v)),
+                &mut opt,
+                &batch,
+                cfg.gamma as f32,
+                (lo, hi),
+                cfg.expectile as f32,
+                device,
+            )?,
+            None => {
+                let losses = Losses {
+                    imitation: online.imitation.as_ref().map(|(m, t)| (m, *t)),
+                    cql_alpha,
+                };
+                dqn_step(
+                    &online.q,
+                    &target.q,
+                    &mut opt,
+                    &batch,
+                    cfg.gamma as f32,
+                    (lo, hi),
+                    &losses,
+                    device,
+                )?
+            }
+        } as f64;
         if let Some(mean) = curve.push(step, loss) {
             log::debug!("Q-learning step {}: mean TD loss {mean:.4e}", step + 1);
             bar.set_message(format!("TD loss {mean:.2e}"));
         }
         if let Some(p) = probe {
             if (step + 1) % every == 0 {
-                let q = QNetwork {
-                    net: net.clone(),
-                    mean: mean.clone(),
-                    std: std.clone(),
-                    obs_shape: data.obs_shape.clone(),
-                    loss_curve: vec![],
-                    imitation: imitation.clone(),
-                    checkpoints: vec![],
-                };
-                snapshots.push((step + 1, q.values(p, device)?));
+                snapshots.push((step + 1, network(&online).values(p, device)?));
             }
         }
         bar.inc(1);
@@ -193,15 +248,87 @@ pub fn dqn(
         }
     }
     bar.finish_and_clear();
-    Ok(QNetwork {
-        net,
-        mean,
-        std,
-        obs_shape: data.obs_shape.clone(),
-        loss_curve: curve.means,
-        imitation,
-        checkpoints: snapshots,
-    })
+    let mut out = network(&online);
+    out.loss_curve = curve.means;
+    out.checkpoints = snapshots;
+    Ok(out)
+}
+
+/// The networks one variant trains: Q, and BCQ's imitation or IQL's value network.
+struct Nets {
+    q: QModel,
+    imitation: Option<(QModel, f32)>,
+    value: Option<QModel>,
+}
+
+/// Which transition continues each one in the data: row `i + 1`, when it starts where
+/// row `i` ended and no terminal or timeout lies between them.
+struct Traces {
+    continues: Vec<bool>,
+}
+
+impl Traces {
+    fn of(data: &Dataset) -> Self {
+        let n = data.len();
+        let continues = (0..n)
+            .map(|i| {
+                i + 1 < n
+                    && !data.terminals[i]
+                    && !data.timeouts.as_ref().is_some_and(|t| t[i])
+                    && data.next_obs_row(i) == data.obs_row(i + 1)
+            })
+            .collect();
+        Traces { continues }
+    }
+
+    /// Lambda-returns of every transition: G_i = r_i + gamma * [(1 - lambda) B_i +
+    /// lambda G_{i+1}] along the data's trajectories, G_i = r_i + gamma B_i where a
+    /// trajectory breaks, r_i at a terminal; `boot` holds B_i, the value of row i's next
+    /// observation. Each G is clamped to the possible returns.
+    fn returns(
+        &self,
+        data: &Dataset,
+        boot: &[f32],
+        gamma: f32,
+        lambda: f32,
+        (lo, hi): (f32, f32),
+    ) -> Vec<f32> {
+        let n = data.len();
+        let mut g = vec![0f32; n];
+        for i in (0..n).rev() {
+            let tail = if data.terminals[i] {
+                0.0
+            } else if self.continues[i] {
+                // The data's continuation counts only where it beats the bootstrap: a
+                // realised return is a lower bound of what the state is worth, and a
+                // behaviour that wanders off a reward must not drag V below the best
+                // action's value.
+                (1.0 - lambda) * boot[i] + lambda * boot[i].max(g[i + 1])
+            } else {
+                boot[i]
+            };
+            g[i] = (data.rewards[i] + gamma * tail).clamp(lo, hi);
+        }
+        g
+    }
+}
+
+/// V of every transition's next observation under `net` (max over Q, BCQ's allowed
+/// maximum, or IQL's V), in chunks converted from the store.
+fn bootstrap_values(net: &QNetwork, inputs: &Inputs, device: &Device) -> Result<Vec<f32>> {
+    let (n, d) = (inputs.len(), inputs.dim());
+    let mut out = Vec::with_capacity(n);
+    let chunk = ((1 << 20) / d.max(1)).clamp(1, 8192);
+    let mut x = vec![];
+    for start in (0..n).step_by(chunk) {
+        let end = (start + chunk).min(n);
+        x.resize((end - start) * d, 0.0);
+        for i in start..end {
+            inputs.fill(i, true, &mut x[(i - start) * d..(i - start + 1) * d]);
+        }
+        out.extend(net.values_standardised(std::mem::take(&mut x), device)?);
+    }
+    Ok(out)
 }
 
 /// A minibatch of standardised transitions, row-major.
@@ -211,6 +338,8 @@ pub struct Batch<'a> {
     pub a: &'a [u32],
     pub r: &'a [f32],
     pub terminal: &'a [bool],
+    /// Precomputed targets (lambda-returns), in place of one-step bootstraps.
+    pub targets: Option<&'a [f32]>,
 }
 
 /// The extra terms of BCQ and CQL.
@@ -248,6 +377,9 @@ pub fn dqn_step(
     };
     let y: Vec<f32> = (0..bs)
         .map(|j| {
+            if let Some(t) = b.targets {
+                return t[j];
+            }
             let row = &online_next[j * k..(j + 1) * k];
             let ok = |a: usize| match (&logits_next, extra.imitation) {
                 (Some(l), Some((_, t))) => bcq_allowed(&l[j * k..(j + 1) * k], a, t),
@@ -290,4 +422,91 @@ pub fn dqn_step(
     let value = loss.to_scalar::<f32>()?;
     opt.backward_step(&loss)?;
     Ok(value)
+}
+
+/// One IQL step: Q(s, a) regresses on r + gamma V_target(s') (or the batch's precomputed
+/// targets), and V(s) on the `expectile` of the target network's Q(s, a) over the data's
+/// labels (the asymmetric squared loss |tau - 1(u < 0)| u^2, u = Q(s, a) - V(s)).
+#[allow(clippy::too_many_arguments)]
+pub fn iql_step(
+    (q, v): (&QModel, &QModel),
+    (target_q, target_v): (&QModel, &QModel),
+    opt: &mut Adam,
+    b: &Batch,
+    gamma: f32,
+    (lo, hi): (f32, f32),
+    expectile: f32,
+    device: &Device,
+) -> Result<f32> {
+    let bs = b.a.len();
+    let d = b.s.len() / bs;
+    let s = Tensor::from_slice(b.s, (bs, d), device)?;
+    let y: Vec<f32> = match b.targets {
+        Some(t) => t.to_vec(),
+        None => {
+            let s2 = Tensor::from_slice(b.s2, (bs, d), device)?;
+            let v_next: Vec<f32> = target_v.forward(&s2)?.flatten_all()?.to_vec1()?;
+            (0..bs)
+                .map(|j| {
+                    let boot = if b.terminal[j] {
+                        0.0
+                    } else {
+                        gamma * v_next[j]
+                    };
+                    (b.r[j] + boot).clamp(lo, hi)
+                })
+                .collect()
+        }
+    };
+    let y = Tensor::from_vec(y, (bs, 1), device)?;
+    let a = Tensor::from_slice(b.a, (bs, 1), device)?;
+    let q_sa = q.forward(&s)?.gather(&a, 1)?;
+    let q_loss = ((&q_sa - y)?.sqr()?.mean_all()? * 0.5)?;
+    let tq_sa = target_q.forward(&s)?.gather(&a, 1)?.detach();
+    let u = (tq_sa - v.forward(&s)?)?;
+    // |tau - 1(u < 0)|: tau where u >= 0, 1 - tau below.
+    let below = u.lt(0f32)?.to_dtype(candle_core::DType::F32)?;
+    let w = ((below * (1.0 - 2.0 * expectile as f64))? + expectile as f64)?;
+    let v_loss = (w * u.sqr()?)?.mean_all()?;
+    let loss = (q_loss + v_loss)?;
+    let value = loss.to_scalar::<f32>()?;
+    opt.backward_step(&loss)?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two trajectories: 0 -> 1 -> 2 (rewarded, terminal), then 3 -> 4 cut by a timeout.
+    #[test]
+    fn lambda_returns_follow_the_data() {
+        let d = Dataset {
+            obs_shape: vec![1],
+            observations: vec![0.0, 1.0, 2.0, 3.0, 4.0].into(),
+            next_observations: vec![1.0, 2.0, 9.0, 4.0, 5.0].into(),
+            rewards: vec![0.0, 0.0, 1.0, 0.0, 0.0],
+            terminals: vec![false, false, true, false, false],
+            timeouts: Some(vec![false, false, false, false, true]),
+            actions: None,
+        };
+        let t = Traces::of(&d);
+        assert_eq!(t.continues, [true, true, false, true, false]);
+        let boot = [0.5, 0.25, 7.0, 0.5, 0.5];
+        let g = t.returns(&d, &boot, 0.5, 0.5, (0.0, 1.0));
+        // G2 = 1 (terminal). G1: the data's continuation (1) beats the bootstrap (0.25):
+        // 0.5 * (0.5 * 0.25 + 0.5 * 1). G0: the bootstrap (0.5) beats G1 (0.3125):
+        // 0.5 * (0.5 * 0.5 + 0.5 * 0.5).
+        assert_eq!(g[2], 1.0);
+        assert!((g[1] - 0.3125).abs() < 1e-6, "{g:?}");
+        assert!((g[0] - 0.25).abs() < 1e-6, "{g:?}");
+        // A timeout bootstraps: G4 = 0.5 * 0.5; G3 keeps its better bootstrap.
+        assert!(
+            (g[4] - 0.25).abs() < 1e-6 && (g[3] - 0.25).abs() < 1e-6,
+            "{g:?}"
+        );
+        // With lambda 0 the targets are one-step.
+        let one = t.returns(&d, &boot, 0.5, 0.0, (0.0, 1.0));
+        assert!((one[0] - 0.25).abs() < 1e-6 && (one[1] - 0.125).abs() < 1e-6);
+    }
 }

@@ -94,6 +94,7 @@ pub fn fit(
             obs_shape: vec![d],
             loss_curve: curve.means,
             imitation: None,
+            value: None,
             checkpoints: vec![],
         },
         max_err,
@@ -161,6 +162,7 @@ pub fn fit_image(
         obs_shape: data.obs_shape.clone(),
         loss_curve: curve.means,
         imitation: None,
+        value: None,
         checkpoints: vec![],
     };
     let pred = fitted.values_of(data, idx, device)?;

@@ -128,6 +128,8 @@ pub struct QNetwork {
     pub loss_curve: Vec<f32>,
     /// BCQ's imitation network (logits over labels) and threshold.
     pub imitation: Option<(QModel, f32)>,
+    /// IQL's value network (one output): V itself, in place of a maximum over `net`.
+    pub value: Option<QModel>,
     /// V of the probe states at each checkpoint: `(step, values)`.
     pub checkpoints: Vec<(usize, Vec<f32>)>,
 }
@@ -195,7 +197,7 @@ impl QNetwork {
         let d = self.obs_dim();
         let mut out = Vec::with_capacity(obs.len() / d.max(1));
         for part in obs.chunks(SCORE_CHUNK * d.max(1)) {
-            out.extend(self.values_prepared(self.prepare(part), device)?);
+            out.extend(self.values_standardised(self.prepare(part), device)?);
         }
         Ok(out)
     }
@@ -228,16 +230,19 @@ impl QNetwork {
                     x = crate::util::stats::standardise(&x, &self.mean, &self.std);
                 }
             }
-            out.extend(self.values_prepared(std::mem::take(&mut x), device)?);
+            out.extend(self.values_standardised(std::mem::take(&mut x), device)?);
         }
         Ok(out)
     }
 
-    /// V of standardised inputs `[n * D]`.
-    fn values_prepared(&self, x: Vec<f32>, device: &Device) -> Result<Vec<f32>> {
+    /// V of standardised inputs `[n * D]` (channels-last for images).
+    pub fn values_standardised(&self, x: Vec<f32>, device: &Device) -> Result<Vec<f32>> {
         let d = self.obs_dim();
         let n = x.len() / d.max(1);
         let x = Tensor::from_vec(x, (n, d), device)?;
+        if let Some(v) = &self.value {
+            return Ok(v.forward(&x)?.flatten_all()?.to_vec1()?);
+        }
         let q: Vec<f32> = self.net.forward(&x)?.flatten_all()?.to_vec1()?;
         let k = q.len() / n.max(1);
         let allowed = match &self.imitation {
@@ -291,6 +296,12 @@ impl QNetwork {
             meta.insert("bcq_threshold".into(), format!("{t}"));
             for (n, t) in m.tensors()? {
                 tensors.push((format!("imitation.{n}"), t));
+            }
+        }
+        if let Some(v) = &self.value {
+            meta.insert("value_network".into(), "1".into());
+            for (n, t) in v.tensors()? {
+                tensors.push((format!("v.{n}"), t));
             }
         }
         for (n, t) in tensors {
@@ -359,6 +370,10 @@ impl QNetwork {
             )),
             None => None,
         };
+        let value = match meta.get("value_network") {
+            Some(_) => Some(QModel::new(vb.pp("v"), d, image_ref, hidden, 1)?),
+            None => None,
+        };
         Ok((
             QNetwork {
                 net,
@@ -367,6 +382,7 @@ impl QNetwork {
                 obs_shape,
                 loss_curve: vec![],
                 imitation,
+                value,
                 checkpoints: vec![],
             },
             gamma,
