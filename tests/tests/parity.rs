@@ -33,6 +33,7 @@ fn random_model(rng: &mut ChaCha8Rng, dims: &[usize], head: Head) -> ValueModel 
         gamma: 0.99,
         keep_f32: vec![],
         info: BTreeMap::new(),
+        density: None,
     }
 }
 

@@ -954,3 +954,45 @@ fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
     assert_eq!(json["kind"], "run");
     assert_eq!(json["metrics"]["trust"]["verdict"], "doubtful");
 }
+
+/// `--density-gate 0,1 --head one-norm`: the model carries a gate the runtime applies
+/// (a state far from the data is out of distribution) and V = 1 - ||phi(s)||.
+#[test]
+fn density_gate_and_one_norm_head_reach_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.npz");
+    let g = grid.to_str().unwrap();
+    ok(&["gen", "gridworld", "--episodes", "2000", "--out", g]);
+    let run = dir.path().join("run");
+    ok(&[
+        "train",
+        "--data",
+        g,
+        "--out",
+        run.to_str().unwrap(),
+        "--density-gate",
+        "0,1",
+        "--head",
+        "one-norm",
+    ]);
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(config.contains("head = \"one_norm\""), "{config}");
+    let bytes = std::fs::read(run.join("value.safetensors")).unwrap();
+    let m = laq_runtime::Model::new_checked(&bytes).unwrap();
+    assert_eq!(m.head(), laq_runtime::Head::OneNorm);
+    assert!(m.has_density_gate());
+    assert!(m.in_distribution(&[2.0, 3.0]).unwrap());
+    assert!(!m.in_distribution(&[40.0, -30.0]).unwrap());
+    let mut scratch = vec![0f32; m.scratch_len()];
+    let near = m.value(&[5.0, 4.0], &mut scratch).unwrap();
+    let start = m.value(&[0.0, 0.0], &mut scratch).unwrap();
+    assert!(
+        near <= 1.0 && near > start,
+        "V(5,4) {near} vs V(0,0) {start}"
+    );
+    let shown = ok(&["inspect", run.join("value.safetensors").to_str().unwrap()]);
+    assert!(
+        shown.contains("head one_norm") && shown.contains("density gate: yes"),
+        "{shown}"
+    );
+}

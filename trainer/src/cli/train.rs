@@ -1,6 +1,6 @@
 //! `laq train`: the pipeline on a dataset, fresh, resumed or repeated.
 
-use crate::run::config::TrainConfig;
+use crate::run::config::{TrainConfig, ValueHead};
 use crate::run::launch::{launch, Start};
 use crate::run::trust::Verdict;
 use crate::stages::labels::LabelSource;
@@ -75,6 +75,15 @@ pub struct Overrides {
     /// Discount (default: 0.95 tabular, 0.99 DQN).
     #[arg(long)]
     pub gamma: Option<f64>,
+    /// How the exported model computes V: max-q (default) or one-norm (1 - ||phi(s)||,
+    /// low for states unlike the data).
+    #[arg(long, value_enum)]
+    pub head: Option<ValueHead>,
+    /// Write a density gate into the model: a Gaussian mixture over all state dimensions,
+    /// or over the ones listed (`--density-gate 0,1`); states below its 1st percentile
+    /// count as outside the data (guidance and shaping skip or zero them).
+    #[arg(long, num_args = 0.., value_delimiter = ',')]
+    pub density_gate: Option<Vec<usize>>,
 }
 
 impl Overrides {
@@ -102,6 +111,21 @@ impl Overrides {
             ("top_actions", int(self.top_actions)),
             ("tabular.gamma", self.gamma.map(toml::Value::Float)),
             ("dqn.gamma", self.gamma.map(toml::Value::Float)),
+            ("head", self.head.map(toml::Value::try_from).transpose()?),
+            (
+                "density.enabled",
+                self.density_gate.as_ref().map(|_| true.into()),
+            ),
+            (
+                "density.dims",
+                self.density_gate.as_ref().map(|dims| {
+                    toml::Value::Array(
+                        dims.iter()
+                            .map(|&d| toml::Value::Integer(d as i64))
+                            .collect(),
+                    )
+                }),
+            ),
         ];
         Ok(all
             .into_iter()

@@ -302,6 +302,7 @@ fn random_model(dims: &[usize], rng: &mut ChaCha8Rng) -> ValueModel {
         gamma: 0.99,
         keep_f32: vec![],
         info: Default::default(),
+        density: None,
     }
 }
 

@@ -714,6 +714,7 @@ mod tests {
             gamma: 0.99,
             keep_f32: vec![],
             info: Default::default(),
+            density: None,
         };
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("image.safetensors");

@@ -10,7 +10,10 @@ use safetensors::Dtype;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub mod density;
 pub mod quantize;
+
+use density::DensityGate;
 
 pub use laq_runtime::format::Head;
 use laq_runtime::format::{MetaKey, TensorName, Version, NAME, RELU};
@@ -62,6 +65,8 @@ pub struct ValueModel {
     pub keep_f32: Vec<usize>,
     /// Free-text metadata (labels, Q-learning, trainer version).
     pub info: BTreeMap<String, String>,
+    /// The density gate, if the model carries one.
+    pub density: Option<DensityGate>,
 }
 
 impl ValueModel {
@@ -119,6 +124,7 @@ impl ValueModel {
             gamma,
             keep_f32: vec![],
             info,
+            density: None,
         })
     }
 
@@ -165,6 +171,9 @@ impl ValueModel {
         set(MetaKey::Activation, RELU.into());
         set(MetaKey::Head, self.head.name().into());
         set(MetaKey::Gamma, format!("{}", self.gamma as f32));
+        if let Some(gate) = &self.density {
+            set(MetaKey::DensityThreshold, format!("{}", gate.threshold));
+        }
         let d = self.mean.len();
         let mut entries = vec![
             Entry::f32(TensorName::InputMean.to_string(), vec![d], &self.mean),
@@ -210,6 +219,39 @@ impl ValueModel {
                 vec![l.out_dim],
                 &l.bias,
             ));
+        }
+        if let Some(gate) = &self.density {
+            let (m, g) = (
+                gate.weights.len(),
+                gate.means.len() / gate.weights.len().max(1),
+            );
+            entries.push(Entry::f32(
+                TensorName::DensityWeights.to_string(),
+                vec![m],
+                &gate.weights,
+            ));
+            entries.push(Entry::f32(
+                TensorName::DensityMeans.to_string(),
+                vec![m, g],
+                &gate.means,
+            ));
+            entries.push(Entry::f32(
+                TensorName::DensityVariances.to_string(),
+                vec![m, g],
+                &gate.variances,
+            ));
+            if let Some(dims) = &gate.dims {
+                entries.push(Entry {
+                    name: TensorName::DensityDims.to_string(),
+                    dtype: safetensors::Dtype::I32,
+                    shape: vec![dims.len()],
+                    bytes: dims
+                        .iter()
+                        .flat_map(|d| d.to_le_bytes())
+                        .collect::<Vec<u8>>()
+                        .into(),
+                });
+            }
         }
         to_bytes(&entries, &meta)
     }
@@ -336,6 +378,33 @@ impl ValueModel {
                 bias,
             });
         }
+        let density = match st.tensor(&TensorName::DensityWeights.to_string()) {
+            Err(_) => None,
+            Ok(_) => {
+                let (_, weights) = f32_of(&TensorName::DensityWeights.to_string())?;
+                let (_, means) = f32_of(&TensorName::DensityMeans.to_string())?;
+                let (_, variances) = f32_of(&TensorName::DensityVariances.to_string())?;
+                let dims = match st.tensor(&TensorName::DensityDims.to_string()) {
+                    Ok(t) => Some(
+                        t.data()
+                            .chunks_exact(4)
+                            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect(),
+                    ),
+                    Err(_) => None,
+                };
+                let threshold: f32 = get(MetaKey::DensityThreshold)?
+                    .parse()
+                    .context("bad `density_threshold`")?;
+                Some(DensityGate {
+                    weights,
+                    means,
+                    variances,
+                    dims,
+                    threshold,
+                })
+            }
+        };
         let info = meta
             .into_iter()
             .filter(|(k, _)| MetaKey::parse(k.as_bytes()).is_none())
@@ -350,6 +419,7 @@ impl ValueModel {
             gamma,
             keep_f32,
             info,
+            density,
         })
     }
 
@@ -477,6 +547,7 @@ mod tests {
             gamma: 0.95,
             keep_f32: vec![],
             info: BTreeMap::from([("labels".to_string(), "latent".to_string())]),
+            density: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Every setting of a training run: defaults that suit the data, TOML in and out.
 
 use crate::data::Dataset;
+use crate::export::density::DensityConfig;
 use crate::stages::labels::LabelSource;
 use crate::stages::mining::MiningConfig;
 use crate::stages::qlearn::{self, DistillConfig, DqnConfig, QKind, TabularConfig};
@@ -25,6 +26,25 @@ pub struct TrainConfig {
     /// with the first is the strongest of them; it doubles the time of Q-learning).
     #[serde(default = "yes")]
     pub second_seed: bool,
+    /// How the exported model turns its outputs into V.
+    #[serde(default)]
+    pub head: ValueHead,
+    /// A density gate over the data's states, written into the model.
+    #[serde(default)]
+    pub density: DensityConfig,
+}
+
+/// How the exported model turns its last layer into V.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueHead {
+    /// V = max over the outputs (one Q value per latent action).
+    #[default]
+    MaxQ,
+    /// V = 1 - ||phi(s)||_2, fitted to the learned V scaled into [0, 1] (the paper's
+    /// appendix): high only where the features are near zero, so states unlike the data
+    /// get low values.
+    OneNorm,
 }
 
 fn yes() -> bool {
@@ -43,6 +63,8 @@ impl Default for TrainConfig {
             distill: DistillConfig::default(),
             top_actions: None,
             second_seed: true,
+            head: ValueHead::MaxQ,
+            density: DensityConfig::default(),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
 
-use super::config::TrainConfig;
+use super::config::{TrainConfig, ValueHead};
 use super::trust::{self, Evidence, Trust};
 use crate::data::Dataset;
 use crate::export::ValueModel;
@@ -119,6 +119,7 @@ pub fn train(
             ));
             info.insert("q".to_string(), q_used.name().to_string());
             let model = ValueModel::from_qnetwork(&net, cfg.tabular.gamma, info)?;
+            let model = finish(model, data, cfg, device)?;
             let t = Instant::now();
             let second = match cfg.second_seed {
                 true => {
@@ -141,7 +142,10 @@ pub fn train(
                 values: &values,
                 second: second.as_deref(),
                 last_snapshots: None,
-                max_return: qlearn::return_bounds(data, cfg.tabular.gamma).1 as f64,
+                max_return: final_max_return(
+                    cfg,
+                    qlearn::return_bounds(data, cfg.tabular.gamma).1 as f64,
+                ),
             });
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
@@ -228,7 +232,7 @@ pub fn train(
             };
             let dynamics = dynamics_losses(&labelled, data, cfg.seed)?;
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
-            let judge = |values: &[f32], second: Option<&[f32]>, net: &QNetwork| {
+            let judge = |values: &[f32], second: Option<&[f32]>, net: &QNetwork, max_return| {
                 let snaps = &net.checkpoints;
                 let last_snapshots = match snaps.len() {
                     0 | 1 => None,
@@ -250,8 +254,9 @@ pub fn train(
                 .as_ref()
                 .map(|o| o.values_of(data, &all, device))
                 .transpose()?;
-            let mut trust = judge(&values, first_values.as_deref(), &net);
+            let mut trust = judge(&values, first_values.as_deref(), &net, max_return);
             let (mut model, mut net, mut selected) = (model, net, cfg.seed);
+            let mut other_values = first_values.clone();
             // Oracle-free selection between the two Q-functions: the one whose V ranks the
             // data's own rewarded trajectories better is exported (BCQ's exported V is a
             // fitted network, which only the first gets).
@@ -259,11 +264,22 @@ pub fn train(
                 let second_model =
                     ValueModel::from_qnetwork(&o, cfg.dqn.gamma, model.info.clone())?;
                 let second_values = second_model.values_of(data, device)?;
-                let second_trust = judge(&second_values, Some(&values), &o);
+                let second_trust = judge(&second_values, Some(&values), &o, max_return);
                 if trust::preferred(&second_trust, &trust) {
                     (model, net, trust, selected) =
                         (second_model, o, second_trust, second_seed(cfg.seed));
+                    other_values = Some(values);
                 }
+            }
+            if cfg.head != ValueHead::MaxQ || cfg.density.enabled {
+                model = finish(model, data, cfg, device)?;
+                let v = model.values_of(data, device)?;
+                trust = judge(
+                    &v,
+                    other_values.as_deref(),
+                    &net,
+                    final_max_return(cfg, max_return),
+                );
             }
             timings.push((
                 "trust checks (second seed)".into(),
@@ -301,6 +317,82 @@ pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
     info.insert("seed".to_string(), cfg.seed.to_string());
     info
 }
+
+/// States the one-norm head and the density gate are fitted on, at most.
+const FIT_STATES: usize = 20_000;
+
+/// The exported model with the head and the density gate the settings ask for: the
+/// one-norm head refits V (scaled into [0, 1] by the largest possible return) as
+/// 1 - ||phi(s)||; the gate is fitted on the data's observations.
+fn finish(
+    model: ValueModel,
+    data: &Dataset,
+    cfg: &TrainConfig,
+    device: &Device,
+) -> Result<ValueModel> {
+    if cfg.head == ValueHead::MaxQ && !cfg.density.enabled {
+        return Ok(model);
+    }
+    if data.is_image() {
+        anyhow::bail!(
+            "the one-norm head and the density gate apply to vector states; this data has \
+             images {:?}",
+            data.obs_shape
+        );
+    }
+    let d = data.obs_dim();
+    let step = (data.len() / FIT_STATES).max(1);
+    let states: Vec<f32> = (0..data.len())
+        .step_by(step)
+        .flat_map(|i| data.obs_row(i).into_owned())
+        .collect();
+    let mut model = model;
+    if cfg.head == ValueHead::OneNorm {
+        let gamma = model.gamma;
+        let max_return = qlearn::return_bounds(data, gamma).1.max(f32::MIN_POSITIVE);
+        let v: Vec<f32> = model
+            .values_candle(&states, device)?
+            .iter()
+            .map(|v| (v / max_return).clamp(0.0, 1.0))
+            .collect();
+        let (net, err) = qlearn::fit_one_norm(
+            &states,
+            d,
+            &v,
+            ONE_NORM_FEATURES,
+            &cfg.distill,
+            cfg.seed,
+            device,
+        )?;
+        log::info!("one-norm head fitted to V / {max_return}: largest error {err:.2e}");
+        let info = model.info.clone();
+        model = ValueModel::from_qnetwork(&net, gamma, info)?;
+        model.head = crate::export::Head::OneNorm;
+    }
+    if cfg.density.enabled {
+        let gate = crate::export::density::DensityGate::fit(&states, d, &cfg.density, cfg.seed)?;
+        log::info!(
+            "density gate: {} components over {} dimensions, threshold {:.3}",
+            gate.weights.len(),
+            gate.means.len() / gate.weights.len().max(1),
+            gate.threshold
+        );
+        model.density = Some(gate);
+    }
+    Ok(model)
+}
+
+/// The largest value the exported model can give: 1 with the one-norm head (V scaled into
+/// [0, 1]), the largest return otherwise.
+fn final_max_return(cfg: &TrainConfig, max_return: f64) -> f64 {
+    match cfg.head {
+        ValueHead::OneNorm => 1.0,
+        ValueHead::MaxQ => max_return,
+    }
+}
+
+/// Features of the one-norm head.
+const ONE_NORM_FEATURES: usize = 8;
 
 /// Probe states whose V deep Q-learning records at each checkpoint.
 const PROBE_STATES: usize = 2000;

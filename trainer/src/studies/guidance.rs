@@ -571,6 +571,7 @@ mod tests {
             gamma: 0.99,
             keep_f32: vec![],
             info: Default::default(),
+            density: None,
         }
         .to_bytes(false)
         .unwrap()

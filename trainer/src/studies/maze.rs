@@ -194,14 +194,34 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                 g,
                 0,
             )?;
+            // Per seed: the model `laq train` exports (two Q-functions, the one the trust
+            // checks prefer), and the study's own first Q-function beside it.
             let mut per_seed = vec![];
             for (seed, bytes) in &laq_by_seed {
-                let r = crate::studies::guidance::guidance_study(&maze, bytes, None, g, 0)?;
-                let laq = r.summary(crate::studies::guidance::Policy::LaqValue);
+                let laq_of = |bytes: &[u8]| -> Result<(f64, f64)> {
+                    let r = crate::studies::guidance::guidance_study(&maze, bytes, None, g, 0)?;
+                    let s = r.summary(crate::studies::guidance::Policy::LaqValue);
+                    Ok((
+                        s.map_or(f64::NAN, |p| p.success),
+                        s.map_or(f64::NAN, |p| p.spl),
+                    ))
+                };
+                let cfg = TrainConfig {
+                    seed: *seed,
+                    labels: LabelSource::Latent,
+                    q: QKind::Dqn,
+                    ..study.train.clone()
+                };
+                let trained = crate::run::train::train(&data, &cfg, device, None)?;
+                let (success, spl) = laq_of(&trained.model.to_bytes(false)?)?;
+                let (raw_success, raw_spl) = laq_of(bytes)?;
                 per_seed.push(json!({
                     "seed": seed,
-                    "success": laq.map(|p| p.success),
-                    "spl": laq.map(|p| p.spl),
+                    "success": success,
+                    "spl": spl,
+                    "verdict": trained.trust.verdict,
+                    "first_q_success": raw_success,
+                    "first_q_spl": raw_spl,
                 }));
             }
             timings.push(("guidance".into(), t.elapsed().as_secs_f64()));
@@ -289,16 +309,19 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             per.insert(p.policy.key().into(), serde_json::to_value(p)?);
         }
         let laq = r.summary(Policy::LaqValue);
-        report += "laq_value per seed:  ";
+        report +=
+            "laq_value per seed, the model `laq train` exports (the study's first Q-function):\n";
         for p in per_seed {
             report += &format!(
-                " seed {} {:.2} ({:.3})",
+                "  seed {}: success {:.2}, SPL {:.3}, verdict {} ({:.2}, {:.3})\n",
                 p["seed"],
                 p["success"].as_f64().unwrap_or(f64::NAN),
-                p["spl"].as_f64().unwrap_or(f64::NAN)
+                p["spl"].as_f64().unwrap_or(f64::NAN),
+                p["verdict"].as_str().unwrap_or("?"),
+                p["first_q_success"].as_f64().unwrap_or(f64::NAN),
+                p["first_q_spl"].as_f64().unwrap_or(f64::NAN),
             );
         }
-        report += "  (success (SPL))\n";
         guidance_json = json!({
             "success": laq.map(|p| p.success),
             "spl": laq.map(|p| p.spl),

@@ -524,23 +524,6 @@ fn run_one(
     Ok(run)
 }
 
-/// Mean and standard error over seeds at every evaluation.
-fn mean_stderr(per_seed: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
-    let n = per_seed.len();
-    let len = per_seed.first().map(Vec::len).unwrap_or(0);
-    let mut mean = vec![0.0; len];
-    let mut se = vec![0.0; len];
-    for j in 0..len {
-        let m = per_seed.iter().map(|c| c[j]).sum::<f64>() / n as f64;
-        mean[j] = m;
-        if n > 1 {
-            let var = per_seed.iter().map(|c| (c[j] - m).powi(2)).sum::<f64>() / (n - 1) as f64;
-            se[j] = (var / n as f64).sqrt();
-        }
-    }
-    (mean, se)
-}
-
 /// The behaviour study for one body: `cfg.seeds` SAC runs per condition (sparse, shaped)
 /// on `maze`, shaped by the value model `value` (safetensors bytes of the exported
 /// format, 4 inputs), each evaluated every `cfg.eval_every` steps. `progress` advances
@@ -590,7 +573,7 @@ pub fn shaping_study(
             training.push(run.training);
             train_successes.push(run.train_successes);
         }
-        let (mean, stderr) = mean_stderr(&per_seed);
+        let (mean, stderr) = crate::util::stats::mean_stderr(&per_seed);
         let steps_to_threshold = mean
             .iter()
             .position(|&m| m >= cfg.threshold)

@@ -51,8 +51,38 @@ pub fn fit(
     seed: u64,
     device: &Device,
 ) -> Result<(QNetwork, f64)> {
+    fit_head(raw, d, y_host, (k, None), cfg, seed, device)
+}
+
+/// Fits V(s) = 1 - ||phi(s)||_2 (the paper's appendix) to values `[n]` in [0, 1]: `phi`
+/// is an MLP with `features` outputs, so V is high only where the features are near zero,
+/// and states unlike the data (random features) get low values.
+pub fn fit_one_norm(
+    raw: &[f32],
+    d: usize,
+    v: &[f32],
+    features: usize,
+    cfg: &DistillConfig,
+    seed: u64,
+    device: &Device,
+) -> Result<(QNetwork, f64)> {
+    fit_head(raw, d, v, (features, Some(())), cfg, seed, device)
+}
+
+/// [`fit`] with `outputs` network outputs; with the one-norm flag, the prediction is
+/// 1 - ||outputs||_2 against targets `[n]`.
+fn fit_head(
+    raw: &[f32],
+    d: usize,
+    y_host: &[f32],
+    (outputs, one_norm): (usize, Option<()>),
+    cfg: &DistillConfig,
+    seed: u64,
+    device: &Device,
+) -> Result<(QNetwork, f64)> {
     let n = raw.len() / d;
-    if n == 0 || y_host.len() != n * k {
+    let k = if one_norm.is_some() { 1 } else { outputs };
+    if n == 0 || y_host.len() != n * k || outputs == 0 {
         bail!("fit needs targets [{n}, {k}] for {n} states");
     }
     let (mean, std) = crate::util::stats::column_stats(raw, d);
@@ -62,7 +92,14 @@ pub fn fit(
         device,
     )?;
     let y = Tensor::from_slice(y_host, (n, k), device)?;
-    let num_actions = k;
+    let num_actions = outputs;
+    let predict = |mlp: &Mlp| -> candle_core::Result<Tensor> {
+        let out = mlp.forward(&x)?;
+        match one_norm {
+            None => Ok(out),
+            Some(()) => 1.0 - out.sqr()?.sum_keepdim(1)?.sqrt()?,
+        }
+    };
     let mut dims = vec![d];
     dims.extend(&cfg.hidden);
     dims.push(num_actions);
@@ -74,13 +111,13 @@ pub fn fit(
     let bar = progress::bar(cfg.steps as u64, "exporting Q table");
     for step in 0..cfg.steps {
         opt.set_learning_rate(cfg.lr * if step * 3 >= cfg.steps * 2 { 0.1 } else { 1.0 });
-        let loss = (mlp.forward(&x)? - &y)?.sqr()?.mean_all()?;
+        let loss = (predict(&mlp)? - &y)?.sqr()?.mean_all()?;
         curve.push(step, loss.to_scalar::<f32>()? as f64);
         opt.backward_step(&loss)?;
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let pred: Vec<f32> = mlp.forward(&x)?.flatten_all()?.to_vec1()?;
+    let pred: Vec<f32> = predict(&mlp)?.flatten_all()?.to_vec1()?;
     let max_err = pred
         .iter()
         .zip(y_host)

@@ -10,7 +10,7 @@ mod tabular;
 pub use dqn::{dqn, dqn_step, Batch, DqnInputs, Losses};
 
 use dqn::bcq_allowed;
-pub use fit::{distill, fit, fit_image, DistillConfig};
+pub use fit::{distill, fit, fit_image, fit_one_norm, DistillConfig};
 pub use network::{is_qnet_file, ConvQ, QModel, QNetwork, QNET_FORMAT, QNET_VERSION};
 pub use tabular::{is_tabular, tabular, Table};
 
