@@ -177,6 +177,10 @@ fn matches_reference() {
         ([3, 16, 8], &[5, 6, 7][..], &[9, 4][..]),
         ([2, 16, 16], &[3, 4, 5, 6][..], &[1][..]),
         ([4, 2, 6], &[1][..], &[8, 8, 2][..]),
+        // Odd sides: each convolution rounds down (21 -> 10 -> 5, 13 -> 6 -> 3).
+        ([3, 21, 13], &[4, 5][..], &[6, 2][..]),
+        ([1, 7, 9], &[2][..], &[3][..]),
+        ([4, 84, 84], &[2, 3, 4][..], &[5][..]),
     ] {
         let f = conv(
             shape,
@@ -374,13 +378,21 @@ fn validation_errors() {
             base().meta("input_shape", "[3,8,x]"),
             Error::InvalidMetadata,
         ),
-        // Two convolutions halve 6 once and then to 1.5.
+        // Two convolutions halve 3 to 1 and then to nothing.
         (
-            "height not a multiple of 4",
+            "too small for the convolutions",
+            base()
+                .meta("input_shape", "[3,3,8]")
+                .meta("input_dim", "72"),
+            Error::InvalidMetadata,
+        ),
+        // 6 rows end at 1 after two convolutions, not at the 2 the dense layer reads.
+        (
+            "odd side, dense layer of the even size",
             base()
                 .meta("input_shape", "[3,6,8]")
                 .meta("input_dim", "144"),
-            Error::InvalidMetadata,
+            Error::InvalidShape,
         ),
         (
             "zero channels",

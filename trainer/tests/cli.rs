@@ -314,6 +314,14 @@ fn reproduce_maze2d_small() {
         assert!(g["policies"][p]["success"].is_number(), "{p}");
     }
     assert!(g["policies"]["geodesic"]["success"].as_f64().unwrap() >= 0.9);
+    let per_seed = g["per_seed"].as_array().unwrap();
+    assert!(!per_seed.is_empty(), "{g}");
+    for p in per_seed {
+        for k in ["success", "spl", "first_q_success"] {
+            assert!((0.0..=1.0).contains(&p[k].as_f64().unwrap()), "{p}");
+        }
+        assert!(p["verdict"].is_string(), "{p}");
+    }
     assert!(out.join("model_latent/value.safetensors").exists());
     // Both bodies ran both reward conditions and drew their figures.
     for body in ["point_mass", "unicycle"] {
