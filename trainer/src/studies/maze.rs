@@ -214,6 +214,14 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                 };
                 let trained = crate::run::train::train(&data, &cfg, device, None)?;
                 let (success, spl) = laq_of(&trained.model.to_bytes(false)?)?;
+                // The exported V against the references, beside the study's last and
+                // 95th-percentile (oracle-selected) checkpoints of its first Q-function.
+                let v: Vec<f64> = trained
+                    .model
+                    .values_candle(&probe, device)?
+                    .iter()
+                    .map(|&x| x as f64)
+                    .collect();
                 let (raw_success, raw_spl) = laq_of(bytes)?;
                 per_seed.push(json!({
                     "seed": seed,
@@ -222,6 +230,8 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                     "verdict": trained.trust.verdict,
                     "first_q_success": raw_success,
                     "first_q_spl": raw_spl,
+                    "selected_spearman_gt": stats::spearman(&v, &gt),
+                    "selected_spearman_oracle": stats::spearman(&v, &oracle),
                 }));
             }
             timings.push(("guidance".into(), t.elapsed().as_secs_f64()));
