@@ -5,8 +5,6 @@
 //! `Model::select`).
 
 use anyhow::{bail, Result};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 /// The gate as the model file holds it.
@@ -56,6 +54,9 @@ impl Default for DensityConfig {
 /// from collapsing onto a few identical states.
 const VARIANCE_FLOOR: f64 = 1e-4;
 
+/// k-means runs the mixture may start from.
+const KMEANS_RESTARTS: u64 = 4;
+
 impl DensityGate {
     /// Fits the gate to raw states `[n * d]` (at most `max_rows` of them, evenly spaced).
     pub fn fit(states: &[f32], d: usize, cfg: &DensityConfig, seed: u64) -> Result<Self> {
@@ -94,18 +95,65 @@ impl DensityGate {
             .iter()
             .map(|v| (v * VARIANCE_FLOOR).max(1e-12))
             .collect();
-        // Means at distinct random states, shared variances, equal weights.
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d69_7874);
-        let mut mu: Vec<f64> = (0..m)
-            .flat_map(|_| {
-                let i = rng.random_range(0..n);
-                x[i * g..(i + 1) * g].to_vec()
-            })
+        // EM from random means and the data's spread often settles on every component
+        // covering every cluster; it starts instead from the best (least within-cluster
+        // spread, standardised) of a few k-means runs, since one run can split along the
+        // wrong axis too.
+        let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        let mut best: Option<(f64, Vec<f64>, Vec<usize>, Vec<u32>)> = None;
+        for restart in 0..KMEANS_RESTARTS {
+            let assign = crate::stages::labels::kmeans(&x32, g, m, 10, seed + restart)?;
+            let mut mu = vec![0f64; m * g];
+            let mut count = vec![0usize; m];
+            for (i, &a) in assign.iter().enumerate() {
+                count[a as usize] += 1;
+                for j in 0..g {
+                    mu[a as usize * g + j] += x[i * g + j];
+                }
+            }
+            for k in 0..m {
+                for j in 0..g {
+                    mu[k * g + j] /= count[k].max(1) as f64;
+                }
+            }
+            let spread: f64 = assign
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| {
+                    (0..g)
+                        .map(|j| {
+                            (x[i * g + j] - mu[a as usize * g + j]).powi(2) / var[j].max(1e-12)
+                        })
+                        .sum::<f64>()
+                })
+                .sum();
+            if best.as_ref().is_none_or(|b| spread < b.0) {
+                best = Some((spread, mu, count, assign));
+            }
+        }
+        let Some((_, mut mu, count, assign)) = best else {
+            bail!("no k-means run for the density gate");
+        };
+        let mut sigma2 = vec![0f64; m * g];
+        for (i, &a) in assign.iter().enumerate() {
+            let a = a as usize;
+            for j in 0..g {
+                sigma2[a * g + j] += (x[i * g + j] - mu[a * g + j]).powi(2);
+            }
+        }
+        for k in 0..m {
+            for j in 0..g {
+                sigma2[k * g + j] = if count[k] > 1 {
+                    (sigma2[k * g + j] / count[k] as f64).max(floor[j])
+                } else {
+                    var[j].max(1e-12)
+                };
+            }
+        }
+        let mut w: Vec<f64> = count
+            .iter()
+            .map(|&c| (c.max(1) as f64) / n as f64)
             .collect();
-        let mut sigma2: Vec<f64> = (0..m)
-            .flat_map(|_| var.iter().map(|v| v.max(1e-12)))
-            .collect();
-        let mut w = vec![1.0 / m as f64; m];
         let mut resp = vec![0f64; n * m];
         for _ in 0..cfg.iterations {
             // E step: responsibilities from log-likelihoods, normalised per state.
@@ -188,6 +236,8 @@ fn log_gauss(x: &[f64], mu: &[f64], var: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn two_blobs_gate_the_space_between_them() {

@@ -1,0 +1,118 @@
+//! The verdict every `laq train` gives on its V, the density gate and the one-norm head.
+
+mod common;
+
+use common::{laq, metrics, ok};
+
+/// Every run judges its own V: the grid world's is trusted, the same data with s'
+/// shuffled is doubtful (and `--strict` makes that exit with status 4); the verdict is
+/// in `metrics.json`, `summary.txt`, `report.md` and `laq inspect DIR`.
+#[test]
+fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
+    use laq::data::Dataset;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.npz");
+    let g = grid.to_str().unwrap();
+    ok(&["gen", "gridworld", "--episodes", "5000", "--out", g]);
+    let good = dir.path().join("good");
+    let out = ok(&[
+        "train",
+        "--data",
+        g,
+        "--out",
+        good.to_str().unwrap(),
+        "--strict",
+    ]);
+    assert!(out.contains("verdict: trusted"), "{out}");
+    let m = metrics(&good.join("metrics.json"));
+    assert_eq!(m["trust"]["verdict"], "trusted");
+    for c in m["trust"]["checks"].as_array().unwrap() {
+        for k in ["name", "value", "threshold", "pass", "why"] {
+            assert!(!c[k].is_null(), "{c}");
+        }
+    }
+    let report = std::fs::read_to_string(good.join("report.md")).unwrap();
+    assert!(report.contains("**Verdict: trusted.**"), "{report}");
+    let shown = ok(&["inspect", good.to_str().unwrap()]);
+    assert!(
+        shown.contains("verdict: trusted") && shown.contains("layer 0"),
+        "{shown}"
+    );
+
+    // The same data with every s' moved to another row.
+    let mut d = Dataset::load(&grid).unwrap();
+    let n = d.len();
+    let idx: Vec<usize> = (0..n).map(|i| (i * 7919 + 13) % n).collect();
+    let next = d.select(&idx).next_observations;
+    d.next_observations = next;
+    let shuffled = dir.path().join("shuffled.npz");
+    d.save(&shuffled).unwrap();
+    let bad = dir.path().join("bad");
+    let args = [
+        "train",
+        "--data",
+        shuffled.to_str().unwrap(),
+        "--out",
+        bad.to_str().unwrap(),
+        "--strict",
+    ];
+    let run = laq(&args);
+    assert_eq!(
+        run.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(out.contains("verdict: DOUBTFUL"), "{out}");
+    assert_eq!(
+        metrics(&bad.join("metrics.json"))["trust"]["verdict"],
+        "doubtful"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", bad.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(json["kind"], "run");
+    assert_eq!(json["metrics"]["trust"]["verdict"], "doubtful");
+}
+
+/// `--density-gate 0,1 --head one-norm`: the model carries a gate the runtime applies
+/// (a state far from the data is out of distribution) and V = 1 - ||phi(s)||.
+#[test]
+fn density_gate_and_one_norm_head_reach_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.npz");
+    let g = grid.to_str().unwrap();
+    ok(&["gen", "gridworld", "--episodes", "2000", "--out", g]);
+    let run = dir.path().join("run");
+    ok(&[
+        "train",
+        "--data",
+        g,
+        "--out",
+        run.to_str().unwrap(),
+        "--density-gate",
+        "0,1",
+        "--head",
+        "one-norm",
+    ]);
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(config.contains("head = \"one_norm\""), "{config}");
+    let bytes = std::fs::read(run.join("value.safetensors")).unwrap();
+    let m = laq_runtime::Model::new_checked(&bytes).unwrap();
+    assert_eq!(m.head(), laq_runtime::Head::OneNorm);
+    assert!(m.has_density_gate());
+    assert!(m.in_distribution(&[2.0, 3.0]).unwrap());
+    assert!(!m.in_distribution(&[40.0, -30.0]).unwrap());
+    let mut scratch = vec![0f32; m.scratch_len()];
+    let near = m.value(&[5.0, 4.0], &mut scratch).unwrap();
+    let start = m.value(&[0.0, 0.0], &mut scratch).unwrap();
+    assert!(
+        near <= 1.0 && near > start,
+        "V(5,4) {near} vs V(0,0) {start}"
+    );
+    let shown = ok(&["inspect", run.join("value.safetensors").to_str().unwrap()]);
+    assert!(
+        shown.contains("head one_norm") && shown.contains("density gate: yes"),
+        "{shown}"
+    );
+}
