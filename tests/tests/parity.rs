@@ -173,6 +173,7 @@ fn runtime_matches_the_trainer_on_random_conv_networks_and_images() {
             rewards: vec![0.0; 40],
             terminals: vec![false; 40],
             timeouts: None,
+            next_missing: None,
             actions: None,
         };
         let dir = tempfile::tempdir().unwrap();

@@ -153,6 +153,7 @@ fn train_works_on_other_data() {
         rewards: r,
         terminals: t,
         timeouts: None,
+        next_missing: None,
         actions: Some(Actions::Discrete(a)),
     };
     let dir = tempfile::tempdir().unwrap();
@@ -557,6 +558,7 @@ fn image_datasets_train_predict_and_inspect() {
         rewards: r,
         terminals: t,
         timeouts: None,
+        next_missing: None,
         actions: Some(Actions::Discrete(a)),
     };
     let dir = tempfile::tempdir().unwrap();
@@ -655,6 +657,7 @@ fn image_datasets_train_predict_and_inspect() {
         rewards: vec![0.0],
         terminals: vec![false],
         timeouts: None,
+        next_missing: None,
         actions: None,
     };
     other.save(Path::new(&p("wide.safetensors"))).unwrap();

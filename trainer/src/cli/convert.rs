@@ -1,6 +1,6 @@
 //! `laq convert`: a D4RL or Minari file into the dataset format.
 
-use crate::data::import::{self, ImportOptions, Source};
+use crate::data::import::{self, Source};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -16,17 +16,15 @@ pub struct ConvertArgs {
     /// Output: `.npz` or `.safetensors`.
     #[arg(long)]
     pub out: PathBuf,
-    /// Keys of a dict observation to flatten, in this order (default: every key, sorted).
-    #[arg(long, value_delimiter = ',')]
-    pub obs_keys: Option<Vec<String>>,
+    #[command(flatten)]
+    pub read: super::ReadArgs,
 }
 
 /// Converts, then prints what was kept and dropped.
 pub fn run(a: &ConvertArgs) -> Result<()> {
-    let opts = ImportOptions {
-        obs_keys: a.obs_keys.clone(),
-    };
-    let imported = import::convert(&a.input, a.from, &opts, &a.out)?;
+    let read = a.read.options();
+    let opts = crate::data::read::import_options(&read);
+    let imported = import::convert(&a.input, a.from, &opts, &read.reward, &a.out)?;
     out!("{}", imported.summary());
     outln!(
         "wrote {} transitions to {}",

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 /// Arguments of `laq inspect`.
 #[derive(Args)]
 pub struct InspectArgs {
+    /// A dataset (any format `laq train` reads), a model or a run directory.
     pub file: PathBuf,
+    #[command(flatten)]
+    pub read: super::ReadArgs,
     /// Flash budget of the target MCU for a model, e.g. `256K` or `1M`.
     #[arg(long, value_parser = parse_bytes)]
     pub flash: Option<usize>,
@@ -29,7 +32,7 @@ pub fn run(a: &InspectArgs) -> Result<()> {
             ram: r.unwrap_or(usize::MAX),
         }),
     };
-    let report = inspect::inspect(&a.file, budget)?;
+    let report = inspect::inspect_with(&a.file, budget, &a.read.options())?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -34,7 +34,32 @@ pub mod reproduce;
 pub mod train;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+
+/// How a command reads its dataset (`--obs-keys`, `--reward`), shared by every command
+/// that takes one.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ReadArgs {
+    /// Keys of a dict observation to flatten, in this order (HDF5 sources; default: every
+    /// key, sorted).
+    #[arg(long, value_delimiter = ',')]
+    pub obs_keys: Option<Vec<String>>,
+    /// Where the rewards come from: an array of the file (default `rewards`),
+    /// `episode-end` (1 on each episode's last transition, which becomes terminal), or a
+    /// `.csv` file of rewarded `episode,step` pairs.
+    #[arg(long)]
+    pub reward: Option<crate::data::read::RewardSource>,
+}
+
+impl ReadArgs {
+    /// The options these flags set.
+    pub fn options(&self) -> crate::data::read::ReadOptions {
+        crate::data::read::ReadOptions {
+            obs_keys: self.obs_keys.clone(),
+            reward: self.reward.clone().unwrap_or_default(),
+        }
+    }
+}
 
 /// The whole command line.
 #[derive(Parser)]
@@ -80,8 +105,9 @@ pub enum Cmd {
         #[command(subcommand)]
         what: config::ConfigCmd,
     },
-    /// Describe a dataset (sizes, rewards, episodes, problems) or a model (layers,
-    /// normalisation, footprint on a microcontroller).
+    /// Describe a dataset in any format laq reads (sizes, rewards, episodes, rows left out,
+    /// problems), a model (layers, normalisation, footprint on a microcontroller) or a run
+    /// directory (its verdict on V).
     Inspect(inspect::InspectArgs),
     /// Convert a D4RL HDF5 file or a Minari dataset into a dataset file (see
     /// docs/dataset-format.md, "Importing D4RL and Minari files").

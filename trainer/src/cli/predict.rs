@@ -10,8 +10,11 @@ pub struct PredictArgs {
     /// A `value.safetensors` written by `laq train` or `laq export`.
     #[arg(long)]
     pub model: PathBuf,
+    /// Dataset, in any format `laq train` reads.
     #[arg(long)]
     pub data: PathBuf,
+    #[command(flatten)]
+    pub read: super::ReadArgs,
     /// CSV output: one row per observation.
     #[arg(long)]
     pub out: PathBuf,
@@ -19,7 +22,7 @@ pub struct PredictArgs {
 
 /// Writes the CSV.
 pub fn run(a: &PredictArgs) -> Result<()> {
-    let n = crate::eval::predict::predict_csv(&a.model, &a.data, &a.out)?;
+    let n = crate::eval::predict::predict_csv(&a.model, &a.data, &a.read.options(), &a.out)?;
     log::info!("wrote V of {n} observations to {}", a.out.display());
     Ok(())
 }

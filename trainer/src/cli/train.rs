@@ -14,9 +14,12 @@ use std::path::PathBuf;
 /// Arguments of `laq train`.
 #[derive(Args)]
 pub struct TrainArgs {
-    /// Dataset (`.npz` or `.safetensors`, see docs/dataset-format.md).
+    /// Dataset: `.npz`, `.safetensors` (docs/dataset-format.md), a D4RL-style HDF5 file or
+    /// a Minari dataset directory.
     #[arg(long, required_unless_present_any = ["resume", "repeat"])]
     pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub read: super::ReadArgs,
     /// Run directory for the model, labels, metrics and summary.
     #[arg(long, required_unless_present = "resume")]
     pub out: Option<PathBuf>,
@@ -150,6 +153,7 @@ pub fn run(a: &TrainArgs, device: &Device) -> Result<()> {
         },
         (None, None, Some(data), Some(out)) => Start::Fresh {
             data: data.clone(),
+            read: a.read.options(),
             out: out.clone(),
         },
         _ => bail!("`laq train` needs --data and --out, or --resume DIR"),

@@ -6,6 +6,7 @@ pub mod dedup;
 pub mod files;
 pub mod import;
 pub mod observations;
+pub mod read;
 
 #[cfg(test)]
 use array::f16_to_f32;
@@ -36,6 +37,11 @@ pub struct Dataset {
     pub rewards: Vec<f32>,
     pub terminals: Vec<bool>,
     pub timeouts: Option<Vec<bool>>,
+    /// Terminal rows whose next observation the source did not hold (a D4RL file without
+    /// `next_observations` ends each episode on such a row, often the rewarded one). Their
+    /// `next_observations` row repeats the observation; Q-learning never reads it (no
+    /// bootstrap past a terminal) and mining leaves these rows out.
+    pub next_missing: Option<Vec<bool>>,
     pub actions: Option<Actions>,
 }
 
@@ -66,6 +72,9 @@ impl Dataset {
             eat(&v.to_le_bytes());
         }
         for &t in &self.terminals {
+            eat(&[t as u8]);
+        }
+        for &t in self.next_missing.iter().flatten() {
             eat(&[t as u8]);
         }
         format!("{h:016x}")
@@ -137,6 +146,10 @@ impl Dataset {
                 .timeouts
                 .as_ref()
                 .map(|t| idx.iter().map(|&i| t[i]).collect()),
+            next_missing: self
+                .next_missing
+                .as_ref()
+                .map(|t| idx.iter().map(|&i| t[i]).collect()),
             actions: match &self.actions {
                 Some(Actions::Discrete(a)) => {
                     Some(Actions::Discrete(idx.iter().map(|&i| a[i]).collect()))
@@ -154,6 +167,21 @@ impl Dataset {
         }
     }
 
+    /// Rows whose next observation is known: all but the [`Dataset::next_missing`] ones.
+    pub fn rows_with_next(&self) -> Vec<usize> {
+        match &self.next_missing {
+            Some(m) => (0..self.len()).filter(|&i| !m[i]).collect(),
+            None => (0..self.len()).collect(),
+        }
+    }
+
+    /// How many rows have no next observation.
+    pub fn missing_next_count(&self) -> usize {
+        self.next_missing
+            .as_ref()
+            .map_or(0, |m| m.iter().filter(|&&x| x).count())
+    }
+
     /// Discrete ground-truth actions, or a clear error naming what is missing.
     pub fn discrete_actions(&self, why: &str) -> Result<&[i64]> {
         match &self.actions {
@@ -168,20 +196,32 @@ impl Dataset {
         }
     }
 
-    /// Reads and validates a `.npz` or `.safetensors` dataset.
+    /// Reads and validates a dataset in any format laq reads (see [`read::read`]), with
+    /// the file's own rewards.
     pub fn load(path: &Path) -> Result<Self> {
-        let arrays = read_arrays(path)?;
-        Self::from_arrays(arrays).with_context(|| format!("invalid dataset {}", path.display()))
+        Ok(read::read(path, &read::ReadOptions::default())?.data)
+    }
+
+    /// Where each episode ends: at a terminal, at a timeout, and at the last row.
+    pub fn episode_ends(&self) -> Vec<bool> {
+        (0..self.len())
+            .map(|i| {
+                self.terminals[i]
+                    || self.timeouts.as_ref().is_some_and(|t| t[i])
+                    || i + 1 == self.len()
+            })
+            .collect()
     }
 
     /// Validates named arrays against the dataset format.
     pub fn from_arrays(mut arrays: BTreeMap<String, RawArray>) -> Result<Self> {
-        const KNOWN: [&str; 7] = [
+        const KNOWN: [&str; 8] = [
             "observations",
             "next_observations",
             "rewards",
             "terminals",
             "timeouts",
+            "next_missing",
             "actions",
             "infos",
         ];
@@ -266,6 +306,21 @@ impl Dataset {
             Some(a) => Some(flags("timeouts", &a)?),
             None => None,
         };
+        let next_missing = match take(&mut arrays, "next_missing") {
+            Some(a) => Some(flags("next_missing", &a)?),
+            None => None,
+        };
+        if let Some(i) = next_missing
+            .iter()
+            .flatten()
+            .zip(&terminals)
+            .position(|(&m, &t)| m && !t)
+        {
+            bail!(
+                "key `next_missing`: row {i} has no next observation but is not terminal; \
+                 Q-learning would bootstrap from a next observation that does not exist"
+            );
+        }
         let actions = match take(&mut arrays, "actions") {
             None => None,
             Some(a) => {
@@ -324,6 +379,7 @@ impl Dataset {
             rewards,
             terminals,
             timeouts,
+            next_missing,
             actions,
         })
     }
@@ -403,6 +459,9 @@ impl Dataset {
         if let Some(t) = &self.timeouts {
             m.insert("timeouts".into(), RawArray::from_bool(vec![n], t));
         }
+        if let Some(t) = &self.next_missing {
+            m.insert("next_missing".into(), RawArray::from_bool(vec![n], t));
+        }
         match &self.actions {
             Some(Actions::Discrete(a)) => {
                 m.insert("actions".into(), RawArray::from_i64(vec![n], a));
@@ -442,6 +501,7 @@ mod tests {
             rewards: vec![0., 1.],
             terminals: vec![false, true],
             timeouts: None,
+            next_missing: None,
             actions: Some(Actions::Discrete(vec![7, 7])),
         }
     }
@@ -568,6 +628,7 @@ mod tests {
             rewards: vec![0.0; n],
             terminals: vec![false; n],
             timeouts: None,
+            next_missing: None,
             actions: None,
         };
         let dir = tempfile::tempdir().unwrap();

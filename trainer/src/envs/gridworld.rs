@@ -175,6 +175,7 @@ impl GridWorld {
             rewards: rew,
             terminals: term,
             timeouts: Some(tout),
+            next_missing: None,
             actions: Some(Actions::Discrete(act)),
         }
     }

@@ -224,6 +224,7 @@ impl Maze {
             rewards: rew,
             terminals: vec![false; n],
             timeouts: Some(tout),
+            next_missing: None,
             actions: Some(Actions::Continuous {
                 dim: 2,
                 values: act,

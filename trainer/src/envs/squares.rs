@@ -61,6 +61,7 @@ pub fn moving_squares(n: usize, size: usize, chain: bool, seed: u64) -> Dataset 
         rewards: r,
         terminals: t,
         timeouts: None,
+        next_missing: None,
         actions: Some(Actions::Discrete(a)),
     }
 }

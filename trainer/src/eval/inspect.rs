@@ -1,6 +1,7 @@
 //! `laq inspect`: what a dataset or a model file holds, what is wrong with it, and
 //! whether a model fits a microcontroller.
 
+use crate::data::read::ReadOptions;
 use crate::data::{Actions, Dataset, ObsStorage};
 use anyhow::{Context, Result};
 use laq_runtime::format::{MetaKey, CONV_KERNEL, CONV_PADDING, CONV_STRIDE, NAME};
@@ -83,6 +84,21 @@ impl fmt::Display for Report {
 /// Describes a dataset or model file (chosen by its content: a `laq-value` model is a
 /// safetensors file whose metadata says so), or a run directory.
 pub fn inspect(path: &Path, budget: Option<Budget>) -> Result<Report> {
+    inspect_with(path, budget, &ReadOptions::default())
+}
+
+/// [`inspect`], reading a dataset as `read` says.
+pub fn inspect_with(path: &Path, budget: Option<Budget>, read: &ReadOptions) -> Result<Report> {
+    let is_run = path.join(crate::run::record::METRICS_FILE).is_file();
+    if path.is_dir() && !is_run {
+        let report = dataset(path, read).with_context(|| {
+            format!(
+                "{} is not a run directory (no metrics.json), nor a dataset",
+                path.display()
+            )
+        })?;
+        return Ok(Report::Dataset(report));
+    }
     if path.is_dir() {
         let metrics = crate::run::record::RunMetrics::read(path)?;
         let file = path.join(crate::run::record::VALUE_FILE);
@@ -103,7 +119,7 @@ pub fn inspect(path: &Path, budget: Option<Budget>) -> Result<Report> {
                 path.display()
             );
         }
-        Ok(Report::Dataset(dataset(path)?))
+        Ok(Report::Dataset(dataset(path, read)?))
     }
 }
 
@@ -422,6 +438,9 @@ pub struct DatasetReport {
     pub terminals: usize,
     pub timeouts: Option<usize>,
     pub actions: Option<ActionReport>,
+    /// What reading did: the source format, rows left out and why, rows without a next
+    /// observation, assumptions.
+    pub reading: Vec<String>,
     pub problems: Vec<String>,
 }
 
@@ -440,8 +459,10 @@ fn episode_lengths(d: &Dataset) -> Vec<usize> {
     out
 }
 
-fn dataset(path: &Path) -> Result<DatasetReport> {
-    let d = Dataset::load(path)?;
+fn dataset(path: &Path, read: &ReadOptions) -> Result<DatasetReport> {
+    let loaded = crate::data::read::read(path, read)?;
+    let reading = loaded.report_lines();
+    let d = loaded.data;
     let n = d.len();
     let dim = d.obs_dim();
     let mut problems: Vec<String> = vec![];
@@ -537,6 +558,7 @@ fn dataset(path: &Path) -> Result<DatasetReport> {
             .as_ref()
             .map(|t| t.iter().filter(|&&x| x).count()),
         actions,
+        reading,
         problems,
     })
 }
@@ -594,6 +616,9 @@ impl fmt::Display for DatasetReport {
             }
         };
         writeln!(f, "  actions: {actions}")?;
+        for line in &self.reading {
+            writeln!(f, "  reading: {line}")?;
+        }
         if self.problems.is_empty() {
             writeln!(f, "  problems: none found")?;
         }

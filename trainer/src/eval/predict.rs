@@ -49,8 +49,13 @@ const QNET: &str = "a trainer-only Q-network file (`laq-qnet`, from `QNetwork::s
     the runtime does not read; `laq predict` scores a run's `value.safetensors`";
 
 /// Writes `index,obs_0..obs_{D-1},value` rows; returns the number of rows.
-pub fn predict_csv(model: &Path, data: &Path, out: &Path) -> Result<usize> {
-    let data = Dataset::load(data)?;
+pub fn predict_csv(
+    model: &Path,
+    data: &Path,
+    read: &crate::data::read::ReadOptions,
+    out: &Path,
+) -> Result<usize> {
+    let data = crate::data::read::read(data, read)?.data;
     let v = values(model, &data)?;
     let d = data.obs_dim();
     let mut s = String::from("index");

@@ -1,5 +1,6 @@
 //! Every setting of a training run: defaults that suit the data, TOML in and out.
 
+use crate::data::read::ReadOptions;
 use crate::data::Dataset;
 use crate::export::density::DensityConfig;
 use crate::stages::labels::LabelSource;
@@ -32,6 +33,9 @@ pub struct TrainConfig {
     /// A density gate over the data's states, written into the model.
     #[serde(default)]
     pub density: DensityConfig,
+    /// How the dataset is read (dict keys, where the rewards come from).
+    #[serde(default)]
+    pub read: ReadOptions,
 }
 
 /// How the exported model turns its last layer into V.
@@ -65,6 +69,7 @@ impl Default for TrainConfig {
             second_seed: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
+            read: ReadOptions::default(),
         }
     }
 }

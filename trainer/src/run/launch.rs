@@ -4,7 +4,7 @@
 
 use super::config::TrainConfig;
 use super::record::{RunInfo, RunMetrics, CONFIG_FILE};
-use crate::data::Dataset;
+use crate::data::read::ReadOptions;
 use crate::stages::checkpoint::{self, Checkpointer};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -15,9 +15,13 @@ use std::time::Duration;
 /// How a run starts.
 #[derive(Clone, Debug)]
 pub enum Start {
-    /// A new run on `data` into `out`, with settings made by `settings` from the data's
-    /// defaults.
-    Fresh { data: PathBuf, out: PathBuf },
+    /// A new run on `data`, read as `read` says, into `out`, with settings made by
+    /// `settings` from the data's defaults.
+    Fresh {
+        data: PathBuf,
+        read: ReadOptions,
+        out: PathBuf,
+    },
     /// The interrupted run in this directory, with its saved settings and data.
     Resume { dir: PathBuf },
     /// The finished run in `dir` again, into `out` (its `config.toml`, and the dataset
@@ -48,7 +52,7 @@ pub fn launch(
             let id: Identity = Checkpointer::identity_of(dir)?;
             (PathBuf::from(&id.data), dir.clone(), Some(id.config))
         }
-        Start::Fresh { data, out } => {
+        Start::Fresh { data, out, .. } => {
             refuse_unfinished(out)?;
             (data.clone(), out.clone(), None)
         }
@@ -63,7 +67,16 @@ pub fn launch(
             (PathBuf::from(run.data), out.clone(), Some(cfg))
         }
     };
-    let data = Dataset::load(&data_path)?;
+    let read = match (&saved, start) {
+        (Some(cfg), _) => cfg.read.clone(),
+        (None, Start::Fresh { read, .. }) => read.clone(),
+        (None, _) => ReadOptions::default(),
+    };
+    let loaded = crate::data::read::read(&data_path, &read)?;
+    for line in loaded.report_lines() {
+        log::info!("{}: {line}", data_path.display());
+    }
+    let data = loaded.data;
     if let Start::Repeat { dir, .. } = start {
         if RunInfo::read(dir)?.data_fingerprint != data.fingerprint() {
             bail!(
@@ -75,7 +88,10 @@ pub fn launch(
     }
     let cfg = match saved {
         Some(cfg) => cfg,
-        None => settings(TrainConfig::for_data(&data))?,
+        None => TrainConfig {
+            read,
+            ..settings(TrainConfig::for_data(&data))?
+        },
     };
     log::info!(
         "{} transitions, observation shape {:?}",

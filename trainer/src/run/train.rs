@@ -412,6 +412,14 @@ fn dynamics_losses(labelled: &Labelled, data: &Dataset, seed: u64) -> Result<Opt
     let Some(&last) = labelled.mining_loss.as_ref().and_then(|c| c.last()) else {
         return Ok(None);
     };
+    // Mining saw only the rows with a next observation; the clusters see the same.
+    let with_next;
+    let data = if data.missing_next_count() > 0 {
+        with_next = data.select(&data.rows_with_next());
+        &with_next
+    } else {
+        data
+    };
     let d = data.obs_dim().max(1);
     let inputs = match data.is_image() {
         true => {

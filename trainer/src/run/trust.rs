@@ -291,6 +291,7 @@ mod tests {
             rewards: r,
             terminals: t,
             timeouts: None,
+            next_missing: None,
             actions: None,
         }
     }

@@ -66,7 +66,41 @@ pub struct Labelled {
 
 /// Labels every transition of `data` with `source`; mining saves its state through
 /// `ckpt` and continues from a resumed one (the other sources take seconds).
+///
+/// Rows without a next observation ([`Dataset::next_missing`]) are terminal: their value
+/// is their reward whatever the label, so they take the most used label of the others,
+/// and the labels are made (the forward model trained) on the rows that have one.
 pub fn make(
+    source: LabelSource,
+    data: &Dataset,
+    mining: &MiningConfig,
+    seed: u64,
+    device: &Device,
+    ckpt: Option<&mut Checkpointer>,
+) -> Result<Labelled> {
+    if data.missing_next_count() == 0 {
+        return make_all(source, data, mining, seed, device, ckpt);
+    }
+    let rows = data.rows_with_next();
+    if rows.is_empty() {
+        bail!("no transition has a next observation, so there is nothing to label");
+    }
+    let part = make_all(source, &data.select(&rows), mining, seed, device, ckpt)?;
+    let mut usage = vec![0usize; part.num_actions];
+    for &l in &part.labels {
+        usage[l as usize] += 1;
+    }
+    let common = (0..usage.len())
+        .max_by_key(|&a| (usage[a], usize::MAX - a))
+        .unwrap_or(0) as u32;
+    let mut labels = vec![common; data.len()];
+    for (&i, &l) in rows.iter().zip(&part.labels) {
+        labels[i] = l;
+    }
+    Ok(Labelled { labels, ..part })
+}
+
+fn make_all(
     source: LabelSource,
     data: &Dataset,
     mining: &MiningConfig,

@@ -47,6 +47,8 @@ pub struct ImportOptions {
     /// Keys of a dict observation space to flatten into each observation, in this order;
     /// `None` takes every key in sorted order.
     pub obs_keys: Option<Vec<String>>,
+    /// The array that holds the rewards, when not `rewards`.
+    pub rewards: Option<String>,
 }
 
 /// A dataset read from a D4RL or Minari file, with what the conversion did to it.
@@ -59,11 +61,10 @@ pub struct Imported {
     pub file: PathBuf,
     /// Episodes in the file.
     pub episodes: usize,
-    /// Rows left out because the file holds no next observation for them: the last row of
-    /// every episode of a D4RL file without `next_observations`.
+    /// Rows left out because the file holds no next observation for them and they are not
+    /// terminal: the last row of an episode cut by a timeout or by the end of a D4RL file
+    /// without `next_observations`.
     pub dropped: usize,
-    /// How many of the dropped rows were terminal (their reward and end are lost).
-    pub dropped_terminals: usize,
     /// Keys of a dict observation flattened into each observation, in order; empty when
     /// observations are one array.
     pub obs_keys: Vec<String>,
@@ -106,20 +107,20 @@ impl Imported {
         if self.dropped == 0 {
             let _ = writeln!(s, "  dropped rows: none");
         } else {
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                "  dropped rows: {} (the last row of each episode: the file holds no next \
-                 observation for it)",
+                "  dropped rows: {} (the last row of an episode cut without a terminal: the \
+                 file holds no next observation for it)",
                 self.dropped
             );
-            if self.dropped_terminals > 0 {
-                let _ = write!(
-                    s,
-                    "; {} of them terminal, whose rewards and episode ends are lost",
-                    self.dropped_terminals
-                );
-            }
-            s.push('\n');
+        }
+        let missing = d.missing_next_count();
+        if missing > 0 {
+            let _ = writeln!(
+                s,
+                "  terminal rows without a next observation: {missing} (kept: their value is \
+                 their reward; mining leaves them out)"
+            );
         }
         for n in &self.notes {
             let _ = writeln!(s, "  note: {n}");
@@ -149,9 +150,15 @@ pub fn import(path: &Path, source: Source, opts: &ImportOptions) -> Result<Impor
     }
 }
 
-/// [`import`], then writes the dataset to `out` (`.npz` or `.safetensors`) whole or not at
-/// all.
-pub fn convert(input: &Path, source: Source, opts: &ImportOptions, out: &Path) -> Result<Imported> {
+/// [`import`], then the rewards `reward` derives, then writes the dataset to `out` (`.npz`
+/// or `.safetensors`) whole or not at all.
+pub fn convert(
+    input: &Path,
+    source: Source,
+    opts: &ImportOptions,
+    reward: &crate::data::read::RewardSource,
+    out: &Path,
+) -> Result<Imported> {
     // Refused before reading: a large input should not be read only to find out that the
     // output cannot be written.
     if !matches!(
@@ -163,7 +170,10 @@ pub fn convert(input: &Path, source: Source, opts: &ImportOptions, out: &Path) -
             out.display()
         );
     }
-    let imported = import(input, source, opts)?;
+    let mut imported = import(input, source, opts)?;
+    if let Some(note) = crate::data::read::derive_rewards(&mut imported.data, reward)? {
+        imported.notes.push(note);
+    }
     imported.data.save(out)?;
     Ok(imported)
 }

@@ -96,6 +96,7 @@ impl NavData {
             rewards: self.rewards.clone(),
             terminals: self.terminals.clone(),
             timeouts: Some(self.timeouts.clone()),
+            next_missing: None,
             actions: Some(Actions::Discrete(self.actions.clone())),
         }
     }

@@ -488,6 +488,7 @@ mod tests {
             rewards: vec![0.0, 0.0, 1.0, 0.0, 0.0],
             terminals: vec![false, false, true, false, false],
             timeouts: Some(vec![false, false, false, false, true]),
+            next_missing: None,
             actions: None,
         };
         let t = Traces::of(&d);

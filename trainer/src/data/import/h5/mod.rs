@@ -24,12 +24,12 @@ pub(super) fn import(path: &Path, source: Source, opts: &ImportOptions) -> Resul
     };
     let mut imported =
         res.with_context(|| format!("cannot import {} as {}", file.display(), source.name()))?;
-    if imported.dropped_terminals > 0 {
+    if imported.dropped > 0 {
         log::warn!(
-            "{}: {} terminal rows have no next observation in the file and are dropped, \
-             with their rewards",
+            "{}: {} rows are left out: each ends an episode without a terminal, and the \
+             file holds no next observation for it",
             file.display(),
-            imported.dropped_terminals
+            imported.dropped
         );
     }
     // The same checks `Dataset::load` makes, so that the file written is one that loads.
@@ -409,7 +409,8 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         bail!("key `observations`: no rows");
     }
     let why = "the rows of `observations`";
-    let rewards = rewards(&array(f, "rewards", "rewards")?, "rewards", n, why)?;
+    let rk = opts.rewards.as_deref().unwrap_or("rewards");
+    let rewards = rewards(&array(f, rk, rk)?, rk, n, why)?;
     let mut flag = |name: &str, assumed: &str| -> Result<Vec<bool>> {
         if f.link_exists(name) {
             flags(&array(f, name, name)?, name, n, why)
@@ -488,33 +489,45 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         .map(|i| terminals[i] || timeouts[i] || i + 1 == n)
         .collect();
     let episodes = ends.iter().filter(|&&e| e).count();
-    let (next_observations, terminals, timeouts, keep, dropped_terminals) = match next {
+    let (next_observations, terminals, timeouts, keep, next_missing) = match next {
         Some(nx) => {
             // The file's last row ends an episode too: marked as cut, so the episode
             // structure stays visible in our format.
             let touts = (0..n)
                 .map(|i| timeouts[i] || (i + 1 == n && !terminals[i]))
                 .collect();
-            (nx.values, terminals, touts, (0..n).collect::<Vec<_>>(), 0)
+            (
+                nx.values,
+                terminals,
+                touts,
+                (0..n).collect::<Vec<_>>(),
+                None,
+            )
         }
         None => {
-            // No row may take its next observation from another episode, so the last
-            // row of each episode has none and is left out below.
+            // No row may take its next observation from another episode, so the last row
+            // of each episode has none. A terminal one is kept (its value is its reward;
+            // nothing bootstraps past it), its next observation a copy of its own and
+            // marked missing; any other is left out below, since its value would need the
+            // next observation.
             let next = (0..n)
-                .flat_map(|i| obs.row((i + 1).min(n - 1)))
+                .flat_map(|i| obs.row(if ends[i] { i } else { i + 1 }))
                 .copied()
                 .collect();
-            // The last kept row of an episode is where the kept episode is cut.
-            let touts = (0..n).map(|i| i + 1 < n && ends[i + 1]).collect();
-            let keep: Vec<usize> = (0..n).filter(|&i| !ends[i]).collect();
-            let dropped_terminals = terminals.iter().filter(|&&t| t).count();
-            (next, vec![false; n], touts, keep, dropped_terminals)
+            let missing: Vec<bool> = (0..n).map(|i| ends[i] && terminals[i]).collect();
+            // The last kept row of an episode cut without a terminal is where it is cut.
+            let touts = (0..n)
+                .map(|i| !ends[i] && ends[i + 1] && !terminals[i + 1])
+                .collect();
+            let keep: Vec<usize> = (0..n).filter(|&i| !ends[i] || terminals[i]).collect();
+            let terminals = (0..n).map(|i| terminals[i] && ends[i]).collect();
+            (next, terminals, touts, keep, Some(missing))
         }
     };
     if keep.is_empty() {
         bail!(
-            "no transition left: every episode is a single row, and without \
-             `next_observations` a row needs the next one of its episode"
+            "no transition left: every episode is a single row cut without a terminal, and \
+             without `next_observations` such a row needs the next one of its episode"
         );
     }
     let dropped = n - keep.len();
@@ -525,6 +538,7 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         rewards,
         terminals,
         timeouts: Some(timeouts),
+        next_missing,
         actions,
     };
     let data = if dropped == 0 { all } else { all.select(&keep) };
@@ -534,7 +548,6 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         file: PathBuf::new(),
         episodes,
         dropped,
-        dropped_terminals,
         obs_keys: obs.keys,
         notes,
     })
@@ -566,13 +579,14 @@ fn minari(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
             _ => bail!("key `{name}`: not a group"),
         };
         let key = |k: &str| format!("{name}/{k}");
-        let rew = array(&g, "rewards", &key("rewards"))?;
+        let rk = opts.rewards.as_deref().unwrap_or("rewards");
+        let rew = array(&g, rk, &key(rk))?;
         if rew.shape.is_empty() || rows(&rew) == 0 {
-            bail!("key `{name}`: an empty episode (no steps in `{name}/rewards`)");
+            bail!("key `{name}`: an empty episode (no steps in `{name}/{rk}`)");
         }
         let t = rows(&rew);
-        let why = format!("the steps of `{name}/rewards`");
-        let rew = rewards(&rew, &key("rewards"), t, &why)?;
+        let why = format!("the steps of `{name}/{rk}`");
+        let rew = rewards(&rew, &key(rk), t, &why)?;
         let te = flags(
             &array(&g, "terminations", &key("terminations"))?,
             &key("terminations"),
@@ -592,7 +606,7 @@ fn minari(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
                 key("observations"),
                 obs.rows,
                 t + 1,
-                key("rewards")
+                key(rk)
             );
         }
         match &shape {
@@ -675,6 +689,7 @@ fn minari(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         rewards: r,
         terminals: term,
         timeouts: Some(tout),
+        next_missing: None,
         actions,
     };
     Ok(Imported {
@@ -683,7 +698,6 @@ fn minari(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         file: PathBuf::new(),
         episodes: names.len(),
         dropped: 0,
-        dropped_terminals: 0,
         obs_keys: keys,
         notes,
     })

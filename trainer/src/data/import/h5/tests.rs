@@ -75,31 +75,29 @@ fn d4rl_import_respects_episode_boundaries() {
     let imp = import(&p, Source::Auto, &ImportOptions::default()).unwrap();
     assert_eq!(imp.source, Source::D4rl);
     let d = &imp.data;
-    // Kept: rows 0, 1, 3, 5; the last row of each episode has no next observation.
-    assert_eq!((d.len(), imp.episodes, imp.dropped), (4, 3, 3));
-    assert_eq!(imp.dropped_terminals, 1);
+    // Kept: rows 0, 1, 3, 5, and the terminal row 4 without its next observation; rows 2
+    // (a timeout) and 6 (the end of the file) have no next observation and no terminal.
+    assert_eq!((d.len(), imp.episodes, imp.dropped), (5, 3, 2));
     let row = |i: usize| [i as f32, 10.0 * i as f32, 100.0 * i as f32];
-    for (k, i) in [0usize, 1, 3, 5].into_iter().enumerate() {
+    for (k, i) in [0usize, 1, 3, 4, 5].into_iter().enumerate() {
         assert_eq!(d.obs(k), row(i));
-        assert_eq!(
-            d.next_obs(k),
-            row(i + 1),
-            "transition {k} crosses an episode"
-        );
+        let next = if i == 4 { row(4) } else { row(i + 1) };
+        assert_eq!(d.next_obs(k), next, "transition {k} crosses an episode");
         assert_eq!(d.rewards[k], i as f32 + 0.125);
     }
-    assert_eq!(d.terminals, vec![false; 4]);
-    assert_eq!(d.timeouts, Some(vec![false, true, true, true]));
+    assert_eq!(d.terminals, vec![false, false, false, true, false]);
+    assert_eq!(d.next_missing, Some(vec![false, false, false, true, false]));
+    assert_eq!(d.timeouts, Some(vec![false, true, false, false, true]));
     assert_eq!(
         d.actions,
         Some(Actions::Continuous {
             dim: 2,
-            values: vec![0.0, 0.25, 0.5, 0.75, 1.5, 1.75, 2.5, 2.75],
+            values: vec![0.0, 0.25, 0.5, 0.75, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75],
         })
     );
     let s = imp.summary();
     assert!(
-        s.contains("dropped rows: 3") && s.contains("1 of them terminal"),
+        s.contains("dropped rows: 2") && s.contains("terminal rows without a next observation: 1"),
         "{s}"
     );
 }
@@ -216,6 +214,7 @@ fn minari_episodes_and_dict_observations() {
     // The user's keys, in the user's order; the file itself works too.
     let opts = ImportOptions {
         obs_keys: Some(vec!["observation".into(), "achieved_goal".into()]),
+        rewards: None,
     };
     let imp = import(&p, Source::Minari, &opts).unwrap();
     assert_eq!(imp.data.obs_shape, vec![3]);
@@ -322,6 +321,7 @@ fn d4rl_errors_name_the_file_and_key() {
     write(&|h| put(h, "rewards", &[3], &[0f32; 3]));
     let pick = ImportOptions {
         obs_keys: Some(vec!["a".into()]),
+        rewards: None,
     };
     check(
         err(&p, Source::D4rl, &pick),
@@ -403,6 +403,7 @@ fn minari_errors_name_the_episode_and_key() {
     minari_dir(dir.path());
     let pick = ImportOptions {
         obs_keys: Some(vec!["observation".into(), "velocity".into()]),
+        rewards: None,
     };
     let e = err(dir.path(), Source::Auto, &pick);
     assert!(
@@ -424,7 +425,7 @@ fn convert_writes_whole_files_only() {
     let o = ImportOptions::default();
     for name in ["d.npz", "d.safetensors"] {
         let out = dir.path().join(name);
-        let imp = convert(&p, Source::Auto, &o, &out).unwrap();
+        let imp = convert(&p, Source::Auto, &o, &Default::default(), &out).unwrap();
         assert_eq!(Dataset::load(&out).unwrap(), imp.data);
     }
     // Episode ends survive: `laq inspect` finds no transition out of time order.
@@ -443,8 +444,15 @@ fn convert_writes_whole_files_only() {
     let bad = dir.path().join("bad.hdf5");
     std::fs::write(&bad, b"junk").unwrap();
     let out = dir.path().join("bad.npz");
-    assert!(convert(&bad, Source::D4rl, &o, &out).is_err());
-    assert!(convert(&p, Source::D4rl, &o, &dir.path().join("d.csv")).is_err());
+    assert!(convert(&bad, Source::D4rl, &o, &Default::default(), &out).is_err());
+    assert!(convert(
+        &p,
+        Source::D4rl,
+        &o,
+        &Default::default(),
+        &dir.path().join("d.csv")
+    )
+    .is_err());
     let mut left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -1,0 +1,158 @@
+//! Robot logs as they come: a D4RL-style HDF5 file read directly by `inspect`, `train` and
+//! `predict`, with its rewards on terminal rows that have no next observation.
+
+mod common;
+use common::{laq, ok};
+use hdf5_writer::{
+    ByteOrder, DatasetBuilder, Datatype, EnumMember, H5WriteElement, Hdf5Builder, WriteOptions,
+};
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+
+/// Cells of the corridor; the step from the second-to-last cell into the last one is
+/// rewarded and ends the episode.
+const CELLS: usize = 12;
+
+fn array<T: H5WriteElement>(name: &str, shape: &[usize], v: &[T]) -> DatasetBuilder {
+    let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    DatasetBuilder::typed_data(name, dims, v).unwrap()
+}
+
+/// Booleans as h5py stores them: an enum over one-byte integers.
+fn flags(name: &str, v: &[bool]) -> DatasetBuilder {
+    let member = |name: &str, value: u8| EnumMember {
+        name: name.into(),
+        value: vec![value],
+    };
+    let ty = Datatype::Enum {
+        base: Box::new(i8::hdf5_type_with_order(ByteOrder::LittleEndian)),
+        members: vec![member("FALSE", 0), member("TRUE", 1)],
+    };
+    DatasetBuilder::new(name, ty, [v.len() as u64]).raw_data(v.iter().map(|&b| b as u8).collect())
+}
+
+/// Random walks along the corridor from random cells (right with probability 0.6), cut
+/// by a timeout after 40 steps, in D4RL's layout without `next_observations`: the
+/// rewarded, terminal row is the last of its episode. Observations are the cell and a
+/// constant, as a robot's logs carry channels that never change.
+fn corridor(path: &Path) -> usize {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let (mut obs, mut rew, mut term, mut tout) = (vec![], vec![], vec![], vec![]);
+    while rew.len() < 3000 {
+        let mut x = rng.random_range(0..CELLS - 1);
+        for t in 0..40 {
+            obs.extend([x as f32, 1.0]);
+            let next = if rng.random::<f64>() < 0.6 {
+                x + 1
+            } else {
+                x.saturating_sub(1)
+            };
+            let goal = next == CELLS - 1;
+            rew.push(if goal { 1.0f32 } else { 0.0 });
+            term.push(goal);
+            tout.push(!goal && t == 39);
+            if goal {
+                break;
+            }
+            x = next;
+        }
+    }
+    let n = rew.len();
+    let plan = Hdf5Builder::new()
+        .dataset(array("observations", &[n, 2], &obs))
+        .dataset(array("rewards", &[n], &rew))
+        .dataset(flags("terminals", &term))
+        .dataset(flags("timeouts", &tout))
+        .into_plan()
+        .unwrap();
+    std::fs::write(path, plan.encode(WriteOptions::default()).unwrap()).unwrap();
+    term.iter().filter(|&&t| t).count()
+}
+
+fn spearman(a: &[f64], b: &[f64]) -> f64 {
+    let rank = |v: &[f64]| {
+        let mut idx: Vec<usize> = (0..v.len()).collect();
+        idx.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
+        let mut r = vec![0.0; v.len()];
+        let mut i = 0;
+        while i < idx.len() {
+            let mut j = i;
+            while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+                j += 1;
+            }
+            for &k in &idx[i..=j] {
+                r[k] = (i + j) as f64 / 2.0;
+            }
+            i = j + 1;
+        }
+        r
+    };
+    let (ra, rb) = (rank(a), rank(b));
+    let m = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (ma, mb) = (m(&ra), m(&rb));
+    let cov: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let var = |v: &[f64], mv: f64| v.iter().map(|x| (x - mv).powi(2)).sum::<f64>();
+    cov / (var(&ra, ma) * var(&rb, mb)).sqrt()
+}
+
+#[test]
+fn d4rl_file_with_rewards_on_terminal_rows_reads_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("corridor.hdf5");
+    let goals = corridor(&file);
+    let f = file.to_str().unwrap();
+
+    let report = ok(&["inspect", f]);
+    assert!(report.contains("read as D4RL"), "{report}");
+    assert!(
+        report.contains(&format!(
+            "{goals} terminal rows without a next observation, kept"
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!("{goals} non-zero")),
+        "every reward kept: {report}"
+    );
+    assert!(report.contains("rows left out"), "{report}");
+
+    let run = dir.path().join("run");
+    let r = run.to_str().unwrap();
+    ok(&["train", "--data", f, "--out", r]);
+    let csv = dir.path().join("v.csv");
+    let model = run.join("value.safetensors");
+    ok(&[
+        "predict",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        f,
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let (mut cell, mut value) = (vec![], vec![]);
+    for line in std::fs::read_to_string(&csv).unwrap().lines().skip(1) {
+        let cols: Vec<f64> = line.split(',').map(|c| c.parse().unwrap()).collect();
+        cell.push(cols[1]);
+        value.push(cols[3]);
+    }
+    let rho = spearman(&cell, &value);
+    assert!(
+        rho >= 0.9,
+        "V against the distance along the corridor: {rho:.3}"
+    );
+
+    // The same file with its rewards derived from episode ends: every episode, cut or
+    // not, counts as a success, so V no longer singles out the corridor's end.
+    let report = ok(&["inspect", f, "--reward", "episode-end"]);
+    assert!(
+        report.contains("rewards: 1 on the last transition"),
+        "{report}"
+    );
+    let out = laq(&["inspect", f, "--reward", "success"]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && e.contains("corridor.hdf5") && e.contains("success"),
+        "{e}"
+    );
+}
