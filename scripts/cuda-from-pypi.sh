@@ -5,7 +5,7 @@
 #
 #   scripts/cuda-from-pypi.sh DIR [COMPUTE_CAP]   # e.g. DIR=$HOME/cuda-13, 90 for H100/H200
 #   . DIR/env.sh
-#   cargo build --release -p laq --no-default-features --features cuda
+#   cargo build --release -p laq --features cuda
 set -euo pipefail
 dir=${1:?usage: cuda-from-pypi.sh DIR [COMPUTE_CAP]}
 cap=${2:-90}

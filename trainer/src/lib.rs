@@ -19,8 +19,6 @@
 //! | [`cli`] | the `laq` command line |
 //!
 //! Cargo features:
-//! - `hdf5` (default): D4RL and Minari import (`laq convert`) through the system HDF5 C
-//!   library (Debian: `libhdf5-dev`); `--no-default-features` builds without it.
 //! - `cuda`: training on an NVIDIA GPU (`--device cuda`; see `docs/gpu.md`).
 
 // Numeric loops index several parallel arrays at once; iterator chains would hide that.

@@ -335,20 +335,51 @@ fn config_files_and_repeated_runs() {
 /// `laq convert` on a D4RL-style HDF5 file (chunked, gzip-compressed, no
 /// `next_observations`) and on a Minari dataset with a dict observation, then `laq train`
 /// on the converted file.
-#[cfg(feature = "hdf5")]
 #[test]
 fn convert_d4rl_and_minari_then_train() {
-    use hdf5_metno as hdf5;
-    fn put<T: hdf5::H5Type>(g: &hdf5::Group, name: &str, shape: &[usize], v: &[T]) {
-        g.new_dataset::<T>()
-            .chunk(shape.iter().map(|&d| d.min(64)).collect::<Vec<_>>())
-            .deflate(4)
-            .shape(shape.to_vec())
-            .create(name)
-            .unwrap()
-            .write_raw(v)
-            .unwrap();
+    use hdf5_writer::{
+        ByteOrder, DatasetBuilder, Datatype, EnumMember, FilterDescription, H5WriteElement,
+        Hdf5Builder, WriteOptions, FILTER_DEFLATE,
+    };
+    /// The arrays of a file to write, each chunked and compressed; their paths name groups.
+    struct File(Hdf5Builder);
+    impl File {
+        fn put<T: H5WriteElement>(self, name: &str, shape: &[usize], v: &[T]) -> Self {
+            let d = DatasetBuilder::typed_data(name, dims(shape), v).unwrap();
+            self.add(d, shape)
+        }
+        /// Booleans as h5py writes them: an enum over i8, FALSE = 0 and TRUE = 1.
+        fn put_bool(self, name: &str, v: &[bool]) -> Self {
+            let member = |name: &str, value| EnumMember {
+                name: name.into(),
+                value: vec![value],
+            };
+            let ty = Datatype::Enum {
+                base: Box::new(i8::hdf5_type_with_order(ByteOrder::LittleEndian)),
+                members: vec![member("FALSE", 0), member("TRUE", 1)],
+            };
+            let bytes: Vec<u8> = v.iter().map(|&b| b as u8).collect();
+            let d = DatasetBuilder::new(name, ty, [v.len() as u64]).raw_data(bytes);
+            self.add(d, &[v.len()])
+        }
+        fn add(self, d: DatasetBuilder, shape: &[usize]) -> Self {
+            let chunk: Vec<u64> = dims(shape).iter().map(|&d| d.clamp(1, 64)).collect();
+            let deflate = FilterDescription {
+                id: FILTER_DEFLATE,
+                name: None,
+                client_data: vec![4],
+            };
+            File(self.0.dataset(d.chunked(chunk).filter(deflate)))
+        }
+        fn save(self, path: &str) {
+            let plan = self.0.into_plan().unwrap();
+            std::fs::write(path, plan.encode(WriteOptions::default()).unwrap()).unwrap();
+        }
     }
+    fn dims(shape: &[usize]) -> Vec<u64> {
+        shape.iter().map(|&d| d as u64).collect()
+    }
+    let file = || File(Hdf5Builder::new());
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
 
@@ -379,14 +410,13 @@ fn convert_d4rl_and_minari_then_train() {
         }
     }
     let n = rew.len();
-    {
-        let f = hdf5::File::create(p("d4rl.hdf5")).unwrap();
-        put(&f, "observations", &[n, 2], &obs);
-        put(&f, "actions", &[n, 1], &act);
-        put(&f, "rewards", &[n], &rew);
-        put(&f, "terminals", &[n], &term);
-        put(&f, "timeouts", &[n], &tout);
-    }
+    file()
+        .put("observations", &[n, 2], &obs)
+        .put("actions", &[n, 1], &act)
+        .put("rewards", &[n], &rew)
+        .put_bool("terminals", &term)
+        .put_bool("timeouts", &tout)
+        .save(&p("d4rl.hdf5"));
     let summary = ok(&["convert", &p("d4rl.hdf5"), "--out", &p("d4rl.npz")]);
     let kept = n - episodes;
     assert!(
@@ -418,24 +448,23 @@ fn convert_d4rl_and_minari_then_train() {
     assert!(run.join("value.safetensors").exists());
 
     // Minari: two episodes whose observation is a dict; two of its keys, in this order.
-    {
-        std::fs::create_dir_all(dir.path().join("minari/data")).unwrap();
-        let f = hdf5::File::create(p("minari/data/main_data.hdf5")).unwrap();
-        for (e, t) in [(0usize, 5usize), (1, 4)] {
-            let g = f.create_group(&format!("episode_{e}")).unwrap();
-            let o = g.create_group("observations").unwrap();
-            let x: Vec<f32> = (0..=t).map(|s| s as f32).collect();
-            put(&o, "position", &[t + 1, 1], &x);
-            put(&o, "goal", &[t + 1, 1], &vec![9f32; t + 1]);
-            put(&o, "velocity", &[t + 1, 1], &vec![1f32; t + 1]);
-            put(&g, "actions", &[t, 1], &vec![1f32; t]);
-            put(&g, "rewards", &[t], &vec![0f64; t]);
-            put(&g, "terminations", &[t], &vec![false; t]);
-            let mut tr = vec![false; t];
-            tr[t - 1] = true;
-            put(&g, "truncations", &[t], &tr);
-        }
+    std::fs::create_dir_all(dir.path().join("minari/data")).unwrap();
+    let mut f = file();
+    for (e, t) in [(0usize, 5usize), (1, 4)] {
+        let g = |k: &str| format!("episode_{e}/{k}");
+        let x: Vec<f32> = (0..=t).map(|s| s as f32).collect();
+        let mut tr = vec![false; t];
+        tr[t - 1] = true;
+        f = f
+            .put(&g("observations/position"), &[t + 1, 1], &x)
+            .put(&g("observations/goal"), &[t + 1, 1], &vec![9f32; t + 1])
+            .put(&g("observations/velocity"), &[t + 1, 1], &vec![1f32; t + 1])
+            .put(&g("actions"), &[t, 1], &vec![1f32; t])
+            .put(&g("rewards"), &[t], &vec![0f64; t])
+            .put_bool(&g("terminations"), &vec![false; t])
+            .put_bool(&g("truncations"), &tr);
     }
+    f.save(&p("minari/data/main_data.hdf5"));
     let summary = ok(&[
         "convert",
         "--from",
@@ -457,11 +486,10 @@ fn convert_d4rl_and_minari_then_train() {
     assert_eq!(d.obs(5), [0.0, 9.0]);
 
     // A broken input: a clear error naming the file and the key, and no output.
-    {
-        let f = hdf5::File::create(p("broken.hdf5")).unwrap();
-        put(&f, "observations", &[3, 1], &[0f32, 1.0, 2.0]);
-        put(&f, "rewards", &[2], &[0f32, 1.0]);
-    }
+    file()
+        .put("observations", &[3, 1], &[0f32, 1.0, 2.0])
+        .put("rewards", &[2], &[0f32, 1.0])
+        .save(&p("broken.hdf5"));
     let out = laq(&["convert", &p("broken.hdf5"), "--out", &p("broken.npz")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");

@@ -1,17 +1,14 @@
 //! Importing robotics datasets: D4RL-style HDF5 files and Minari datasets become
 //! transition files in the [dataset format](crate::data) (`laq convert`).
 //!
-//! HDF5 is read through `hdf5-metno`, the maintained Rust binding of the reference HDF5 C
-//! library (Debian package `libhdf5-dev`). D4RL and Minari files are written by h5py, with
-//! chunked and gzip-compressed datasets, version-0 superblocks, booleans stored as
-//! FALSE/TRUE enums, and whatever layout a user's own export chose. The C library reads all
-//! of it, with every standard filter; the pure-Rust readers implement parts of the format,
-//! so a file that opens in Python could fail here for reasons the user cannot see. The
-//! binding also writes files, which the tests use to build D4RL- and Minari-shaped inputs.
-//!
-//! The binding sits behind the default cargo feature `hdf5`: a machine without the C
-//! library can still build everything else with `--no-default-features`, and
-//! `laq convert` then says what is missing.
+//! HDF5 is read by `hdf5-reader`, a decoder of the file format written in Rust, so that
+//! `laq` binds no system library. D4RL and Minari files are written by h5py, with chunked
+//! and gzip-compressed datasets, version-0 superblocks and symbol-table groups (h5py's
+//! default) or the newest formats (`libver='latest'`: dense link storage, the chunk
+//! indexes of HDF5 1.10 and later), booleans stored as FALSE/TRUE enums, and whatever
+//! layout a user's own export chose. The decoder reads all of these, with the standard
+//! filters (gzip, shuffle, checksums, szip, n-bit, scale-offset), and answers a damaged
+//! file with an error. The tests build their inputs with its companion, `hdf5-writer`.
 
 use crate::data::Dataset;
 use anyhow::{bail, Result};
@@ -135,19 +132,7 @@ impl Imported {
 /// that differ between arrays, NaN or infinite values (with the row), empty episodes,
 /// unsupported element types.
 pub fn import(path: &Path, source: Source, opts: &ImportOptions) -> Result<Imported> {
-    #[cfg(feature = "hdf5")]
-    {
-        h5::import(path, source, opts)
-    }
-    #[cfg(not(feature = "hdf5"))]
-    {
-        let _ = (source, opts);
-        bail!(
-            "cannot import {}: this laq was built without HDF5 support; rebuild with the \
-             default feature `hdf5` (it needs the HDF5 C library, Debian package libhdf5-dev)",
-            path.display()
-        )
-    }
+    h5::import(path, source, opts)
 }
 
 /// [`import`], then the rewards `reward` derives, then writes the dataset to `out` (`.npz`
@@ -178,5 +163,4 @@ pub fn convert(
     Ok(imported)
 }
 
-#[cfg(feature = "hdf5")]
 mod h5;

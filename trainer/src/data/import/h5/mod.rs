@@ -1,11 +1,12 @@
-//! The HDF5 side of the import, through the reference C library (`hdf5-metno`).
+//! The HDF5 side of the import, through `hdf5-reader`, a decoder of the file format written
+//! in Rust.
 
 use super::{ImportOptions, Imported, Source};
 use crate::data::{Actions, DType, Dataset, RawArray};
 use anyhow::{anyhow, bail, Context, Result};
-use hdf5::types::{FloatSize, IntSize, TypeDescriptor as TD};
-use hdf5::{Group, LocationType};
-use hdf5_metno as hdf5;
+use hdf5_reader::error::Error as H5Error;
+use hdf5_reader::group::Group;
+use hdf5_reader::{ByteOrder, Datatype, Hdf5File, StringSize, VarLenKind};
 use std::path::{Path, PathBuf};
 
 pub(super) fn import(path: &Path, source: Source, opts: &ImportOptions) -> Result<Imported> {
@@ -43,10 +44,24 @@ pub(super) fn import(path: &Path, source: Source, opts: &ImportOptions) -> Resul
     Ok(imported)
 }
 
-fn open(path: &Path) -> Result<hdf5::File> {
-    std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    hdf5::File::open(path)
-        .map_err(|e| anyhow!("{} is not a readable HDF5 file ({e})", path.display()))
+/// The root group of the file; it keeps the file open.
+fn open(path: &Path) -> Result<Group> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    let unreadable =
+        |why: String| anyhow!("{} is not a readable HDF5 file ({why})", path.display());
+    let f = Hdf5File::open(path).map_err(|e| unreadable(e.to_string()))?;
+    // Refused as the HDF5 library refuses it: a file shorter than its superblock records
+    // was cut short (an interrupted download), and arrays past the cut are lost.
+    let sb = f.superblock();
+    let end = sb.base_address.saturating_add(sb.eof_address);
+    if len < end {
+        return Err(unreadable(format!(
+            "truncated: {len} bytes, where the file records {end}"
+        )));
+    }
+    f.root_group().map_err(|e| unreadable(e.to_string()))
 }
 
 /// `DIR/data/main_data.hdf5` (Minari's layout) or `DIR/main_data.hdf5` for a directory.
@@ -73,10 +88,14 @@ fn detect(path: &Path) -> Result<Source> {
         return Ok(Source::Minari);
     }
     let f = open(path)?;
-    if f.link_exists("observations") {
+    let cannot = || format!("cannot read {}", path.display());
+    if kind(&f, "observations", "observations")
+        .with_context(cannot)?
+        .is_some()
+    {
         return Ok(Source::D4rl);
     }
-    let names = f.member_names().unwrap_or_default();
+    let names = keys_of(&f).with_context(cannot)?;
     if names.iter().any(|n| episode_index(n).is_some()) {
         return Ok(Source::Minari);
     }
@@ -91,68 +110,195 @@ fn episode_index(name: &str) -> Option<u64> {
     name.strip_prefix("episode_")?.parse().ok()
 }
 
-fn kind(g: &Group, name: &str) -> Option<LocationType> {
-    if g.link_exists(name) {
-        g.loc_type_by_name(name).ok()
-    } else {
-        None
+/// What a key of a group names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Array,
+    Group,
+}
+
+/// What `name` (a path relative to `g`) is, `None` where the file has nothing there (or
+/// something neither an array nor a group, such as a named datatype); `key` is its path
+/// in the file, for messages.
+fn kind(g: &Group, name: &str, key: &str) -> Result<Option<Kind>> {
+    let Some((parent, leaf)) = parent(g, name, key)? else {
+        return Ok(None);
+    };
+    let unreadable = |e: H5Error| anyhow!("key `{key}`: cannot open ({e})");
+    // By name rather than from a listing of the group: a Minari file has one group per
+    // episode, and listing the root once per episode would cost the square of their count.
+    match parent.group(leaf) {
+        Ok(_) => return Ok(Some(Kind::Group)),
+        Err(H5Error::GroupNotFound(_)) => {}
+        Err(e) => return Err(unreadable(e)),
+    }
+    match parent.dataset(leaf) {
+        Ok(_) => Ok(Some(Kind::Array)),
+        Err(H5Error::DatasetNotFound(_)) => Ok(None),
+        Err(e) => Err(unreadable(e)),
     }
 }
 
-fn keys_of(g: &Group) -> Vec<String> {
-    g.member_names().unwrap_or_default()
+/// The group holding the last component of `path` (relative to `g`) and that component;
+/// `None` when a group on the way is missing.
+fn parent<'a>(g: &Group, path: &'a str, key: &str) -> Result<Option<(Group, &'a str)>> {
+    let (dirs, leaf) = match path.rsplit_once('/') {
+        Some((dirs, leaf)) => (Some(dirs), leaf),
+        None => (None, path),
+    };
+    let mut at = g.clone();
+    for part in dirs.into_iter().flat_map(|d| d.split('/')) {
+        at = match at.group(part) {
+            Ok(next) => next,
+            Err(H5Error::GroupNotFound(_)) => return Ok(None),
+            Err(e) => bail!("key `{key}`: cannot open ({e})"),
+        };
+    }
+    Ok(Some((at, leaf)))
+}
+
+/// The keys of `g`, sorted, as the HDF5 library lists them by name.
+fn keys_of(g: &Group) -> Result<Vec<String>> {
+    let (groups, arrays) = g
+        .member_names()
+        .map_err(|e| anyhow!("cannot list the keys of `{}` ({e})", g.name()))?;
+    let mut keys: Vec<String> = groups.into_iter().chain(arrays).collect();
+    keys.sort();
+    Ok(keys)
+}
+
+/// The group `name` of `g`; `key` is its path in the file, for messages.
+fn group(g: &Group, name: &str, key: &str) -> Result<Group> {
+    let (parent, leaf) = parent(g, name, key)?.ok_or_else(|| anyhow!("missing key `{key}`"))?;
+    parent
+        .group(leaf)
+        .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))
 }
 
 /// The array `name` of `g`; `key` is its path in the file, for messages.
 fn array(g: &Group, name: &str, key: &str) -> Result<RawArray> {
-    match kind(g, name) {
-        Some(LocationType::Dataset) => {}
-        Some(_) => bail!("key `{key}`: a group, expected an array"),
-        None => bail!("missing key `{key}` (keys present: {:?})", keys_of(g)),
+    match kind(g, name, key)? {
+        Some(Kind::Array) => {}
+        Some(Kind::Group) => bail!("key `{key}`: a group, expected an array"),
+        None => bail!("missing key `{key}` (keys present: {:?})", keys_of(g)?),
     }
-    let ds = g
-        .dataset(name)
+    let (parent, leaf) = parent(g, name, key)?.ok_or_else(|| anyhow!("missing key `{key}`"))?;
+    let ds = parent
+        .dataset(leaf)
         .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
     read(&ds, key)
 }
 
-fn read(ds: &hdf5::Dataset, key: &str) -> Result<RawArray> {
-    let td = ds
-        .dtype()
-        .and_then(|t| t.to_descriptor())
-        .map_err(|e| anyhow!("key `{key}`: unsupported dtype ({e})"))?;
-    let shape = ds.shape();
-    macro_rules! read_as {
-        ($t:ty, $dt:expr) => {{
-            let v: Vec<$t> = ds
-                .read_raw::<$t>()
-                .map_err(|e| anyhow!("key `{key}`: cannot read ({e})"))?;
-            RawArray {
-                dtype: $dt,
-                shape,
-                bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            }
-        }};
-    }
-    Ok(match td {
-        TD::Float(FloatSize::U8) => read_as!(f64, DType::F64),
-        TD::Float(_) => read_as!(f32, DType::F32),
-        TD::Integer(IntSize::U1) => read_as!(i8, DType::I8),
-        TD::Integer(IntSize::U2) => read_as!(i16, DType::I16),
-        TD::Integer(IntSize::U4) => read_as!(i32, DType::I32),
-        TD::Integer(IntSize::U8) => read_as!(i64, DType::I64),
-        TD::Unsigned(IntSize::U1) => read_as!(u8, DType::U8),
-        TD::Unsigned(IntSize::U2) => read_as!(u16, DType::U16),
-        TD::Unsigned(IntSize::U4) => read_as!(u32, DType::U32),
-        TD::Unsigned(IntSize::U8) => read_as!(u64, DType::U64),
-        TD::Boolean => {
-            let v: Vec<bool> = ds
-                .read_raw::<bool>()
-                .map_err(|e| anyhow!("key `{key}`: cannot read ({e})"))?;
-            RawArray::from_bool(shape, &v)
+fn read(ds: &hdf5_reader::Dataset, key: &str) -> Result<RawArray> {
+    let t = ds.dtype();
+    let (dtype, order) = element(t).ok_or_else(|| {
+        anyhow!(
+            "key `{key}`: dtype {} not supported (numbers or booleans only)",
+            type_name(t)
+        )
+    })?;
+    let shape = ds
+        .shape()
+        .iter()
+        .map(|&d| usize::try_from(d))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| anyhow!("key `{key}`: shape {:?} too large", ds.shape()))?;
+    // The elements as stored, in the file's byte order, after the filters.
+    let mut bytes = ds
+        .read_raw_bytes()
+        .map_err(|e| anyhow!("key `{key}`: cannot read ({e})"))?;
+    if order == ByteOrder::BigEndian {
+        for x in bytes.chunks_exact_mut(dtype.size()) {
+            x.reverse();
         }
-        other => bail!("key `{key}`: dtype {other} not supported (numbers or booleans only)"),
+    }
+    let a = RawArray {
+        dtype,
+        shape,
+        bytes,
+    };
+    a.check_size(key)?;
+    Ok(a)
+}
+
+/// The type an HDF5 element type is read as, and its byte order in the file; `None` for
+/// types that hold no number.
+fn element(t: &Datatype) -> Option<(DType, ByteOrder)> {
+    Some(match *t {
+        Datatype::FloatingPoint { size, byte_order } => {
+            let d = match size {
+                2 => DType::F16,
+                4 => DType::F32,
+                8 => DType::F64,
+                _ => return None,
+            };
+            (d, byte_order)
+        }
+        Datatype::FixedPoint {
+            size,
+            signed,
+            byte_order,
+        } => {
+            let d = match (size, signed) {
+                (1, true) => DType::I8,
+                (2, true) => DType::I16,
+                (4, true) => DType::I32,
+                (8, true) => DType::I64,
+                (1, false) => DType::U8,
+                (2, false) => DType::U16,
+                (4, false) => DType::U32,
+                (8, false) => DType::U64,
+                _ => return None,
+            };
+            (d, byte_order)
+        }
+        Datatype::Enum { .. } if is_bool(t) => (DType::Bool, ByteOrder::LittleEndian),
+        _ => return None,
     })
+}
+
+/// h5py's booleans: an enum over one-byte integers with FALSE = 0 and TRUE = 1.
+fn is_bool(t: &Datatype) -> bool {
+    let Datatype::Enum { base, members } = t else {
+        return false;
+    };
+    let one_byte = matches!(**base, Datatype::FixedPoint { size: 1, .. });
+    let mut values: Vec<(&str, &[u8])> = members
+        .iter()
+        .map(|m| (m.name.as_str(), m.value.as_slice()))
+        .collect();
+    values.sort();
+    one_byte && values == [("FALSE", &[0u8][..]), ("TRUE", &[1u8][..])]
+}
+
+/// An element type in words, for messages.
+fn type_name(t: &Datatype) -> String {
+    match t {
+        Datatype::FixedPoint { size, signed, .. } => {
+            format!(
+                "{}{}",
+                if *signed { "i" } else { "u" },
+                8 * u32::from(*size)
+            )
+        }
+        Datatype::FloatingPoint { size, .. } => format!("f{}", 8 * u32::from(*size)),
+        Datatype::String {
+            size: StringSize::Fixed(n),
+            ..
+        } => format!("string (fixed length {n})"),
+        Datatype::String { .. }
+        | Datatype::VarLen {
+            kind: VarLenKind::String,
+            ..
+        } => "string (variable length)".into(),
+        Datatype::VarLen { .. } => "variable-length sequence".into(),
+        Datatype::Compound { .. } => "compound".into(),
+        Datatype::Array { .. } => "array".into(),
+        Datatype::Enum { .. } => "enum".into(),
+        Datatype::Opaque { .. } => "opaque".into(),
+        Datatype::Reference { .. } => "reference".into(),
+        Datatype::Bitfield { .. } => "bitfield".into(),
+    }
 }
 
 fn rows(a: &RawArray) -> usize {
@@ -286,23 +432,29 @@ impl Obs {
     }
 }
 
-/// Every array under `g`, as paths relative to it, sorted.
-fn leaves(g: &Group, prefix: &str, out: &mut Vec<String>) -> Result<()> {
-    for m in g.member_names()? {
-        match g.loc_type_by_name(&m)? {
-            LocationType::Dataset => out.push(format!("{prefix}{m}")),
-            LocationType::Group => leaves(&g.group(&m)?, &format!("{prefix}{m}/"), out)?,
-            _ => {}
+/// Every array under `g`, as paths relative to it, sorted. `above` holds the addresses of
+/// the groups on the way down: links may lead back to one of them (in a damaged file, or
+/// a hard link to an ancestor), and the walk would then never end.
+fn leaves(g: &Group, prefix: &str, above: &mut Vec<u64>, out: &mut Vec<String>) -> Result<()> {
+    let (groups, arrays) = g.member_names()?;
+    out.extend(arrays.into_iter().map(|m| format!("{prefix}{m}")));
+    above.push(g.address());
+    for m in groups {
+        let sub = g.group(&m)?;
+        if above.contains(&sub.address()) {
+            bail!("`{prefix}{m}` links back to a group above it");
         }
+        leaves(&sub, &format!("{prefix}{m}/"), above, out)?;
     }
+    above.pop();
     out.sort();
     Ok(())
 }
 
 fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Result<Obs> {
-    match kind(g, name) {
-        None => bail!("missing key `{key}` (keys present: {:?})", keys_of(g)),
-        Some(LocationType::Group) => {}
+    match kind(g, name, key)? {
+        None => bail!("missing key `{key}` (keys present: {:?})", keys_of(g)?),
+        Some(Kind::Group) => {}
         Some(_) => {
             if pick.is_some() {
                 bail!(
@@ -330,11 +482,10 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             });
         }
     }
-    let grp = g
-        .group(name)
-        .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
+    let grp = group(g, name, key)?;
     let mut all = vec![];
-    leaves(&grp, "", &mut all).map_err(|e| anyhow!("key `{key}`: cannot list ({e})"))?;
+    leaves(&grp, "", &mut vec![], &mut all)
+        .map_err(|e| anyhow!("key `{key}`: cannot list ({e})"))?;
     if all.is_empty() {
         bail!("key `{key}`: an empty group");
     }
@@ -400,7 +551,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
 
 /// Root datasets `observations`, `actions`, `rewards`, `terminals`, `timeouts`, and
 /// `next_observations` when the file has them.
-fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
+fn d4rl(f: &Group, opts: &ImportOptions) -> Result<Imported> {
     let pick = opts.obs_keys.as_deref();
     let mut notes = vec![];
     let obs = observations(f, "observations", "observations", pick)?;
@@ -412,7 +563,7 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
     let rk = opts.rewards.as_deref().unwrap_or("rewards");
     let rewards = rewards(&array(f, rk, rk)?, rk, n, why)?;
     let mut flag = |name: &str, assumed: &str| -> Result<Vec<bool>> {
-        if f.link_exists(name) {
+        if kind(f, name, name)?.is_some() {
             flags(&array(f, name, name)?, name, n, why)
         } else {
             notes.push(format!("no `{name}`: {assumed}"));
@@ -427,8 +578,8 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         "timeouts",
         "assumed that episodes end only at terminals and at the end of the file",
     )?;
-    let actions = match kind(f, "actions") {
-        Some(LocationType::Dataset) => Some(actions(
+    let actions = match kind(f, "actions", "actions")? {
+        Some(Kind::Array) => Some(actions(
             &array(f, "actions", "actions")?,
             "actions",
             n,
@@ -445,7 +596,7 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
             None
         }
     };
-    let next = if f.link_exists("next_observations") {
+    let next = if kind(f, "next_observations", "next_observations")?.is_some() {
         let nx = observations(f, "next_observations", "next_observations", pick)?;
         if nx.rows != n {
             bail!(
@@ -476,7 +627,7 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         "timeouts",
         "infos",
     ];
-    let other: Vec<String> = keys_of(f)
+    let other: Vec<String> = keys_of(f)?
         .into_iter()
         .filter(|k| !KNOWN.contains(&k.as_str()))
         .collect();
@@ -555,15 +706,15 @@ fn d4rl(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
 
 /// Groups `episode_N`, each with `observations` [T + 1, ...] (an array or a group),
 /// `actions` [T, ...], `rewards`, `terminations` and `truncations` [T].
-fn minari(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
+fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
     let pick = opts.obs_keys.as_deref();
-    let mut names: Vec<(u64, String)> = keys_of(f)
+    let mut names: Vec<(u64, String)> = keys_of(f)?
         .into_iter()
         .filter_map(|n| Some((episode_index(&n)?, n)))
         .collect();
     names.sort();
     if names.is_empty() {
-        bail!("no `episode_N` groups (keys present: {:?})", keys_of(f));
+        bail!("no `episode_N` groups (keys present: {:?})", keys_of(f)?);
     }
     let mut notes = vec![];
     let mut shape: Option<(Vec<usize>, Vec<String>, String)> = None;
@@ -572,10 +723,8 @@ fn minari(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
     let mut acts: Result<Option<Actions>, String> = Ok(None);
     let mut unended = 0;
     for (_, name) in &names {
-        let g = match kind(f, name) {
-            Some(LocationType::Group) => f
-                .group(name)
-                .map_err(|e| anyhow!("key `{name}`: cannot open ({e})"))?,
+        let g = match kind(f, name, name)? {
+            Some(Kind::Group) => group(f, name, name)?,
             _ => bail!("key `{name}`: not a group"),
         };
         let key = |k: &str| format!("{name}/{k}");
@@ -631,10 +780,10 @@ fn minari(f: &hdf5::File, opts: &ImportOptions) -> Result<Imported> {
         r.extend(rew);
         term.extend(te);
         tout.extend(tr);
-        acts = match (acts, kind(&g, "actions")) {
+        acts = match (acts, kind(&g, "actions", &key("actions"))?) {
             (Err(why), _) => Err(why),
             (Ok(_), None) => Err(format!("`{name}` has no `actions`")),
-            (Ok(_), Some(LocationType::Group)) => Err(format!(
+            (Ok(_), Some(Kind::Group)) => Err(format!(
                 "`{}` is a group (a dict action space)",
                 key("actions")
             )),
