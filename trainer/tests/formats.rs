@@ -28,7 +28,8 @@ fn flags(name: &str, v: &[bool]) -> DatasetBuilder {
         base: Box::new(i8::hdf5_type_with_order(ByteOrder::LittleEndian)),
         members: vec![member("FALSE", 0), member("TRUE", 1)],
     };
-    DatasetBuilder::new(name, ty, [v.len() as u64]).raw_data(v.iter().map(|&b| b as u8).collect())
+    DatasetBuilder::new(name, ty, [v.len() as u64])
+        .raw_data(v.iter().map(|&b| b as u8).collect::<Vec<u8>>())
 }
 
 /// Random walks along the corridor from random cells (right with probability 0.6), cut

@@ -95,7 +95,7 @@ pub enum Cmd {
         env: gen::GenEnv,
     },
     /// Learn V(s) from a dataset: label transitions, Q-learn, export the model.
-    Train(train::TrainArgs),
+    Train(Box<train::TrainArgs>),
     /// Evaluate an exported model on every observation of a dataset (through the runtime).
     Predict(predict::PredictArgs),
     /// Re-export a model, e.g. with int8 weights for microcontrollers without an FPU.
