@@ -1,0 +1,284 @@
+"""Latent Action Q-learning: value functions from state-only experience.
+
+laq learns a value function V(s) from logs of states and rewards, with no actions, and
+exports it as a small ``value.safetensors`` that the Rust runtime evaluates on robots.
+This package reads datasets, trains and evaluates models from Python:
+
+>>> import laq
+>>> data = laq.load("walk.npz")                       # doctest: +SKIP
+>>> model = laq.train(data, out="run", **{"dqn.steps": 2000})  # doctest: +SKIP
+>>> model.values(data["observations"][:5])            # doctest: +SKIP
+
+Messages of the trainer go to the :mod:`logging` loggers under ``laq``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _laq
+
+__all__ = ["load", "train", "Model", "from_episodes", "__version__"]
+__version__: str = _laq.__version__
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Keys of the dataset format (docs/dataset-format.md).
+KEYS = (
+    "observations",
+    "next_observations",
+    "rewards",
+    "terminals",
+    "timeouts",
+    "next_missing",
+    "actions",
+    "infos",
+)
+
+
+def load(
+    path: PathLike,
+    obs_keys: Optional[Sequence[str]] = None,
+    reward: Optional[str] = None,
+) -> Dict[str, np.ndarray]:
+    """Reads a dataset in any format laq reads, as a dict of numpy arrays.
+
+    ``path`` is a ``.npz`` or ``.safetensors`` file of the dataset format, a D4RL-style
+    HDF5 file or a Minari dataset directory. ``obs_keys`` picks and orders the keys of a
+    dict observation (HDF5 sources); ``reward`` is where the rewards come from: another
+    key of the file, ``"episode-end"`` (1 on the last transition of each episode) or a
+    ``.csv`` file of ``episode,step`` pairs, as ``laq train --reward`` takes it.
+
+    The dict holds ``observations`` and ``next_observations`` ``[N, *obs_shape]``
+    (float32, or uint8 for images), ``rewards`` (float32), ``terminals`` (bool) and,
+    when the source has them, ``timeouts``, ``next_missing`` (bool) and ``actions``
+    (int64 ``[N]`` or float32 ``[N, A]``). What reading did (rows left out, assumptions)
+    is logged at level INFO.
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for an invalid
+    one, with the reason.
+    """
+    arrays, report = _laq.load(
+        os.fspath(path), None if obs_keys is None else list(obs_keys), reward
+    )
+    if report:
+        import logging
+
+        log = logging.getLogger("laq.data")
+        for line in report:
+            log.info("%s: %s", os.fspath(path), line)
+    return arrays
+
+
+def _raw(key: str, value: Any) -> tuple:
+    """An array as the extension takes it: dtype, shape and C-ordered little-endian bytes."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"`{key}` has dtype {arr.dtype}; laq reads bool, integer and float arrays"
+        )
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    arr = np.ascontiguousarray(arr)
+    return (arr.dtype.str, list(arr.shape), arr.tobytes())
+
+
+def _is_episodes(data: Any) -> bool:
+    return callable(getattr(data, "iterate_episodes", None))
+
+
+def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]]) -> np.ndarray:
+    """One episode's observations as ``[T+1, ...]``; a dict observation (a Minari
+    ``Dict`` space) becomes its keys flattened and joined, in ``obs_keys`` order or
+    sorted."""
+    if isinstance(obs, Mapping):
+        keys = list(obs_keys) if obs_keys is not None else sorted(obs)
+        missing = [k for k in keys if k not in obs]
+        if missing:
+            raise ValueError(
+                f"observation keys {missing} not in the episode (keys: {sorted(obs)})"
+            )
+        parts = [_flat_obs(obs[k], None) for k in keys]
+        return np.concatenate([p.reshape(len(p), -1) for p in parts], axis=1)
+    return np.asarray(obs)
+
+
+def from_episodes(
+    dataset: Any, obs_keys: Optional[Sequence[str]] = None
+) -> Dict[str, np.ndarray]:
+    """Transitions of a Minari dataset (``minari.load_dataset(...)``), or of any object
+    whose ``iterate_episodes()`` yields episodes with ``observations`` (``T + 1`` rows),
+    ``rewards``, ``terminations`` and ``truncations`` (``T`` each), as the dict
+    :func:`train` takes.
+
+    Each step ``t`` becomes the transition from observation ``t`` to ``t + 1``;
+    terminations become ``terminals`` and truncations ``timeouts``. Dict observations
+    are flattened key by key (``obs_keys``, or every key sorted), as ``laq`` reads a
+    Minari directory.
+    """
+    obs, nxt, rew, term, trunc = [], [], [], [], []
+    for i, ep in enumerate(dataset.iterate_episodes()):
+        o = _flat_obs(ep.observations, obs_keys)
+        r = np.asarray(ep.rewards).reshape(-1)
+        t = len(r)
+        if len(o) != t + 1:
+            raise ValueError(
+                f"episode {i}: {len(o)} observations for {t} rewards; an episode holds "
+                "one observation more than it has steps"
+            )
+        te = np.asarray(ep.terminations).reshape(-1).astype(bool)
+        tr = np.asarray(ep.truncations).reshape(-1).astype(bool)
+        if len(te) != t or len(tr) != t:
+            raise ValueError(
+                f"episode {i}: {len(te)} terminations and {len(tr)} truncations for "
+                f"{t} steps"
+            )
+        obs.append(o[:-1])
+        nxt.append(o[1:])
+        rew.append(r.astype(np.float32))
+        term.append(te)
+        trunc.append(tr)
+    if not obs:
+        raise ValueError("the dataset holds no episodes")
+    return {
+        "observations": np.concatenate(obs),
+        "next_observations": np.concatenate(nxt),
+        "rewards": np.concatenate(rew),
+        "terminals": np.concatenate(term),
+        "timeouts": np.concatenate(trunc),
+    }
+
+
+def train(
+    data: Any,
+    out: PathLike,
+    seed: int = 0,
+    *,
+    obs_keys: Optional[Sequence[str]] = None,
+    reward: Optional[str] = None,
+    **settings: Any,
+) -> "Model":
+    """Runs the laq pipeline (labels, Q-learning, export) and writes the run directory
+    ``out``, as ``laq train`` does; returns the trained :class:`Model`.
+
+    ``data`` is a dataset path (any format :func:`load` reads; ``obs_keys`` and
+    ``reward`` as there), a dict of numpy arrays under the keys of the dataset format
+    (what :func:`load` returns), or a Minari dataset (see :func:`from_episodes`).
+
+    ``settings`` are named as in ``laq config default``: ``labels``, ``q``,
+    ``top_actions``; nested ones with a dot, passed as
+    ``**{"dqn.steps": 5000, "mining.latent_actions": 4}``. Values are bools, numbers,
+    strings, lists or dicts. Unset ones take the defaults for the data.
+
+    The GIL is released while training. Raises ``ValueError`` for invalid data or
+    settings (naming the key), ``RuntimeError`` if training fails unexpectedly.
+    """
+    for key in settings:
+        if not isinstance(key, str):
+            raise TypeError(f"setting names are strings, got {key!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    all_settings = {"seed": int(seed), **settings}
+    out = os.fspath(out)
+    if isinstance(data, (str, os.PathLike)):
+        path = _laq.train(
+            out,
+            all_settings,
+            path=os.fspath(data),
+            obs_keys=None if obs_keys is None else list(obs_keys),
+            reward=reward,
+        )
+        return Model(path)
+    if _is_episodes(data):
+        data = from_episodes(data, obs_keys)
+    elif obs_keys is not None:
+        raise ValueError("obs_keys applies to dataset files and Minari datasets")
+    if not isinstance(data, Mapping):
+        raise TypeError(
+            "data is a dataset path, a dict of numpy arrays or a Minari dataset, got "
+            f"{type(data).__name__}"
+        )
+    if reward is not None:
+        if reward not in data:
+            raise ValueError(
+                f"no key `{reward}` to take the rewards from (keys: {sorted(data)})"
+            )
+        data = {k: v for k, v in data.items() if k not in ("rewards", reward)} | {
+            "rewards": data[reward]
+        }
+    arrays = {str(k): _raw(str(k), v) for k, v in data.items()}
+    path = _laq.train(out, all_settings, arrays=arrays)
+    return Model(path)
+
+
+class Model:
+    """A value model exported by laq (``value.safetensors``), evaluated by the Rust
+    runtime that ships to robots, so values here are the values there.
+
+    ``Model(path)`` or ``Model.load(path)`` takes the file or a run directory.
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        self._m = _laq.Model(os.fspath(path))
+
+    @classmethod
+    def load(cls, path: PathLike) -> "Model":
+        """Loads ``value.safetensors``, or the one in a run directory."""
+        return cls(path)
+
+    @property
+    def path(self) -> str:
+        """Path of the model file."""
+        return os.fspath(self._m.path)
+
+    @property
+    def obs_shape(self) -> tuple:
+        """Shape of one observation (``(C, H, W)`` for image models)."""
+        return tuple(self._m.obs_shape)
+
+    @property
+    def gamma(self) -> float:
+        """The discount the model was trained with."""
+        return float(self._m.gamma)
+
+    def values(self, obs: Any) -> np.ndarray:
+        """V of a batch of observations ``[N, *obs_shape]`` as a float32 array ``[N]``,
+        or of one observation ``obs_shape`` as a 0-d array.
+
+        Numbers of any real dtype are converted to float32. Raises ``ValueError`` for a
+        wrong shape or a NaN/infinite value (naming the row), ``TypeError`` for a
+        non-numeric array.
+        """
+        return self._m.values(_f32(obs, "observations"))
+
+    def select(
+        self,
+        candidates: Any,
+        rewards: Optional[Any] = None,
+        terminals: Optional[Any] = None,
+    ) -> int:
+        """Index of the best candidate next state ``[M, *obs_shape]`` by
+        ``reward + gamma * V(next)`` (``V = 0`` for terminal ones; rewards 0 when not
+        given, which ranks by V). Candidates that are NaN/infinite or outside the
+        model's density gate never win; ties go to the lowest index. Raises
+        ``ValueError`` if none is valid.
+        """
+        c = _f32(candidates, "candidates")
+        r = None if rewards is None else _f32(rewards, "rewards").reshape(-1).tolist()
+        t = None
+        if terminals is not None:
+            t = np.asarray(terminals).reshape(-1).astype(bool).tolist()
+        return int(self._m.select(c, r, t))
+
+    def __repr__(self) -> str:
+        return f"laq.Model({self.path!r}, obs_shape={self.obs_shape})"
+
+
+def _f32(x: Any, what: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{what} has dtype {arr.dtype}; give real numbers")
+    return np.ascontiguousarray(arr, dtype=np.float32)

@@ -1,0 +1,276 @@
+"""Tests of the Python package: reading, training on a tiny corridor, evaluation against
+the CLI's `laq predict`, and the errors bad input gets."""
+
+import csv
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import laq
+
+# Small enough to train in seconds; the corridor needs no more to rank states.
+FAST = {
+    "second_seed": False,
+    "mining.latent_actions": 2,
+    "mining.steps": 300,
+    "mining.restarts": 1,
+    "dqn.steps": 400,
+    "distill.steps": 200,
+}
+
+LENGTH = 8
+
+
+def corridor_episodes(episodes=30, seed=0):
+    """Random walks on a corridor of LENGTH cells, observed as (x, 1); reaching the
+    right end pays 1 and ends the episode; 12 steps without reaching it cut the
+    episode (truncation)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(episodes):
+        x = int(rng.integers(0, LENGTH - 1))
+        obs, rew, term = [[x, 1.0]], [], []
+        for _ in range(12):
+            x = min(max(x + (1 if rng.random() < 0.6 else -1), 0), LENGTH - 1)
+            obs.append([x, 1.0])
+            done = x == LENGTH - 1
+            rew.append(1.0 if done else 0.0)
+            term.append(done)
+            if done:
+                break
+        trunc = [False] * len(rew)
+        if not term[-1]:
+            trunc[-1] = True
+        out.append(
+            SimpleNamespace(
+                observations=np.array(obs, dtype=np.float32),
+                rewards=np.array(rew),
+                terminations=np.array(term),
+                truncations=np.array(trunc),
+            )
+        )
+    return out
+
+
+class FakeMinari:
+    """What laq reads of a `minari.MinariDataset`."""
+
+    def __init__(self, episodes):
+        self.episodes = episodes
+
+    def iterate_episodes(self):
+        return iter(self.episodes)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return laq.from_episodes(FakeMinari(corridor_episodes()))
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("data") / "corridor.npz"
+    np.savez(path, **data)
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, data_file):
+    out = tmp_path_factory.mktemp("run") / "run"
+    model = laq.train(data_file, out=out, seed=1, **FAST)
+    return out, model
+
+
+def laq_binary():
+    """The `laq` CLI: on PATH, or built in the repository's release target directory."""
+    found = shutil.which("laq")
+    if found:
+        return found
+    root = Path(__file__).resolve().parents[2]
+    for target in (os.environ.get("CARGO_TARGET_DIR"), root / "target"):
+        if target:
+            exe = Path(target) / "release" / "laq"
+            if exe.is_file():
+                return str(exe)
+    return None
+
+
+def test_episodes_become_transitions(data):
+    n = sum(len(e.rewards) for e in corridor_episodes())
+    assert data["observations"].shape == (n, 2)
+    assert data["next_observations"].shape == (n, 2)
+    assert data["terminals"].dtype == bool and data["timeouts"].dtype == bool
+    assert np.array_equal(data["terminals"], data["rewards"] == 1.0)
+    # Within an episode, one transition's next state is the following one's state.
+    cont = ~(data["terminals"] | data["timeouts"])[:-1]
+    assert np.array_equal(data["next_observations"][:-1][cont], data["observations"][1:][cont])
+
+
+def test_load_reads_what_was_written(data, data_file):
+    got = laq.load(data_file)
+    assert set(got) == {
+        "observations",
+        "next_observations",
+        "rewards",
+        "terminals",
+        "timeouts",
+    }
+    assert got["observations"].dtype == np.float32
+    assert got["rewards"].dtype == np.float32
+    assert got["terminals"].dtype == bool
+    for k in got:
+        assert np.array_equal(got[k], data[k].astype(got[k].dtype)), k
+
+
+def test_load_reward_from_another_key(tmp_path, data):
+    path = tmp_path / "success.npz"
+    d = dict(data)
+    d["success"] = d.pop("rewards") * 2
+    np.savez(path, **d)
+    got = laq.load(path, reward="success")
+    assert np.array_equal(got["rewards"], data["rewards"] * 2)
+    with pytest.raises(ValueError, match="no key `nope`"):
+        laq.load(path, reward="nope")
+
+
+def test_load_errors(tmp_path, data):
+    with pytest.raises(FileNotFoundError):
+        laq.load(tmp_path / "missing.npz")
+    bad = dict(data)
+    bad["rewards"] = bad["rewards"][:-1]
+    path = tmp_path / "bad.npz"
+    np.savez(path, **bad)
+    with pytest.raises(ValueError, match="rewards"):
+        laq.load(path)
+
+
+def test_train_writes_the_run_and_ranks_the_corridor(run):
+    out, model = run
+    for name in ("value.safetensors", "metrics.json", "config.toml", "summary.txt"):
+        assert (out / name).is_file(), name
+    assert model.obs_shape == (2,)
+    xs = np.array([[x, 1.0] for x in range(LENGTH - 1)], dtype=np.float32)
+    v = model.values(xs)
+    assert v.dtype == np.float32 and v.shape == (LENGTH - 1,)
+    # Nearer the rewarded end is worth more.
+    assert v[-1] > v[0], v
+    assert model.select(xs[[0, LENGTH - 2]]) == 1
+
+
+def test_model_load_and_single_observation(run):
+    out, model = run
+    again = laq.Model.load(out)
+    same = laq.Model.load(out / "value.safetensors")
+    x = np.array([[3.0, 1.0], [5.0, 1.0]], dtype=np.float32)
+    assert np.array_equal(again.values(x), model.values(x))
+    assert np.array_equal(same.values(x), model.values(x))
+    one = model.values(x[1])
+    assert one.shape == () and one == model.values(x)[1]
+    # Other real dtypes are converted.
+    assert np.array_equal(model.values(x.astype(np.float64)), model.values(x))
+    assert np.array_equal(model.values(x.tolist()), model.values(x))
+    assert 0.0 < model.gamma < 1.0
+
+
+def test_values_equal_laq_predict(run, data_file, tmp_path):
+    exe = laq_binary()
+    if exe is None:
+        pytest.skip("no `laq` binary on PATH or in target/release (cargo build --release)")
+    out, model = run
+    csv_path = tmp_path / "v.csv"
+    subprocess.run(
+        [
+            exe,
+            "predict",
+            "--quiet",
+            "--model",
+            str(out / "value.safetensors"),
+            "--data",
+            str(data_file),
+            "--out",
+            str(csv_path),
+        ],
+        check=True,
+    )
+    with open(csv_path) as f:
+        cli = np.array([float(r["value"]) for r in csv.DictReader(f)], dtype=np.float32)
+    obs = laq.load(data_file)["observations"]
+    mine = model.values(obs)
+    assert mine.shape == cli.shape
+    diff = float(np.max(np.abs(mine - cli)))
+    print(f"max |model.values - laq predict| = {diff:.3g} over {len(cli)} observations")
+    assert diff <= 1e-6
+
+
+def test_train_on_arrays_and_minari(tmp_path, data):
+    a = laq.train(data, out=tmp_path / "a", seed=1, **FAST)
+    b = laq.train(FakeMinari(corridor_episodes()), out=tmp_path / "b", seed=1, **FAST)
+    x = data["observations"][:20]
+    # The same transitions and seed give the same model.
+    assert np.array_equal(a.values(x), b.values(x))
+    assert (tmp_path / "a" / "value.safetensors").is_file()
+
+
+def test_train_logs_through_logging(tmp_path, data, caplog):
+    with caplog.at_level(logging.INFO, logger="laq"):
+        laq.train(data, out=tmp_path / "r", **FAST)
+    assert any(r.name.startswith("laq") for r in caplog.records)
+
+
+def test_train_errors(tmp_path, data):
+    with pytest.raises(ValueError, match="nope"):
+        laq.train(data, out=tmp_path / "x", **{"dqn.nope": 3})
+    with pytest.raises(ValueError, match="type"):
+        laq.train(data, out=tmp_path / "x", **{"dqn.steps": "many"})
+    bad = dict(data)
+    bad["next_observations"] = bad["next_observations"][:, :1]
+    with pytest.raises(ValueError, match="next_observations"):
+        laq.train(bad, out=tmp_path / "x", **FAST)
+    nan = dict(data)
+    nan["observations"] = nan["observations"].copy()
+    nan["observations"][3, 0] = np.nan
+    with pytest.raises(ValueError, match="(?i)nan"):
+        laq.train(nan, out=tmp_path / "x", **FAST)
+    strings = dict(data)
+    strings["rewards"] = np.array(["a"] * len(data["rewards"]))
+    with pytest.raises(TypeError, match="rewards"):
+        laq.train(strings, out=tmp_path / "x", **FAST)
+    with pytest.raises(FileNotFoundError):
+        laq.train(tmp_path / "none.npz", out=tmp_path / "x", **FAST)
+    with pytest.raises(TypeError):
+        laq.train(42, out=tmp_path / "x")
+
+
+def test_model_errors(run, tmp_path):
+    out, model = run
+    with pytest.raises(ValueError, match=r"shape \[4, 3\].*\[2\]"):
+        model.values(np.zeros((4, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"NaN.*row 1"):
+        model.values(np.array([[0.0, 1.0], [np.nan, 1.0]], dtype=np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        model.values(np.array([["a", "b"]]))
+    with pytest.raises(ValueError, match="rewards has 1 entries for 2"):
+        model.select(np.zeros((2, 2), dtype=np.float32), rewards=[1.0])
+    with pytest.raises(ValueError, match="no valid"):
+        model.select(np.full((2, 2), np.inf, dtype=np.float32))
+    with pytest.raises(FileNotFoundError):
+        laq.Model.load(tmp_path / "missing.safetensors")
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="not a valid model"):
+        laq.Model.load(junk)
+
+
+def test_select_uses_rewards_and_terminals(run):
+    _, model = run
+    c = np.array([[6.0, 1.0], [1.0, 1.0]], dtype=np.float32)
+    assert model.select(c) == 0
+    # A large reward on the worse state wins; a terminal state is worth its reward only.
+    assert model.select(c, rewards=[0.0, 100.0]) == 1
+    assert model.select(c, rewards=[0.0, 100.0], terminals=[False, True]) == 1
