@@ -253,6 +253,7 @@ fn train(
                 guarded("training", || {
                     let cfg = with(TrainConfig::for_data(&data))?;
                     log::info!(
+                        target: "laq",
                         "{} transitions, observation shape {:?}",
                         data.len(),
                         data.obs_shape
@@ -272,7 +273,7 @@ fn train(
     let summary = out.join("summary.txt");
     if let Ok(text) = std::fs::read_to_string(&summary) {
         for line in text.lines() {
-            log::info!("{line}");
+            log::info!(target: "laq", "{line}");
         }
     }
     Ok(out.join(VALUE_FILE))
@@ -405,7 +406,7 @@ impl Model {
         });
         let values = values.map_err(PyValueError::new_err)?;
         let shape: Vec<usize> = if single { vec![] } else { vec![n] };
-        Ok(PyArray1::from_vec(py, values).reshape(shape)?)
+        PyArray1::from_vec(py, values).reshape(shape)
     }
 
     /// Index of the best of `candidates` (predicted next states, `[M, *obs_shape]`) by

@@ -6,6 +6,8 @@ import logging
 import os
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -274,3 +276,39 @@ def test_select_uses_rewards_and_terminals(run):
     # A large reward on the worse state wins; a terminal state is worth its reward only.
     assert model.select(c, rewards=[0.0, 100.0]) == 1
     assert model.select(c, rewards=[0.0, 100.0], terminals=[False, True]) == 1
+
+
+def test_dict_observations_are_flattened_by_key():
+    ep = SimpleNamespace(
+        observations={
+            "b": np.array([[1.0], [2.0], [3.0]]),
+            "a": np.array([[10.0, 11.0], [20.0, 21.0], [30.0, 31.0]]),
+        },
+        rewards=np.array([0.0, 1.0]),
+        terminations=np.array([False, True]),
+        truncations=np.array([False, False]),
+    )
+    d = laq.from_episodes(FakeMinari([ep]))
+    assert d["observations"].tolist() == [[10.0, 11.0, 1.0], [20.0, 21.0, 2.0]]
+    assert d["next_observations"][1].tolist() == [30.0, 31.0, 3.0]
+    d = laq.from_episodes(FakeMinari([ep]), obs_keys=["b"])
+    assert d["observations"].tolist() == [[1.0], [2.0]]
+    short = SimpleNamespace(**{**vars(ep), "rewards": np.array([0.0])})
+    with pytest.raises(ValueError, match="episode 0"):
+        laq.from_episodes(FakeMinari([short]))
+
+
+def test_training_releases_the_gil(tmp_path, data):
+    done = []
+    worker = threading.Thread(
+        target=lambda: done.append(laq.train(data, out=tmp_path / "t", **FAST))
+    )
+    ticks = 0
+    worker.start()
+    while worker.is_alive():
+        ticks += 1
+        time.sleep(0.001)
+    worker.join()
+    assert done, "training failed"
+    # With the GIL held for the whole run this loop could not have turned.
+    assert ticks > 20, ticks
