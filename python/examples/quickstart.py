@@ -40,13 +40,13 @@ data = {
 
 with tempfile.TemporaryDirectory() as out:
     # Settings are named as in `laq config default`; these keep the run to seconds.
-    model = laq.train(
-        data,
-        out=out,
-        seed=0,
-        second_seed=False,
-        **{"mining.steps": 500, "dqn.steps": 1000, "distill.steps": 500},
-    )
+    fast: dict = {
+        "second_seed": False,
+        "mining.steps": 500,
+        "dqn.steps": 1000,
+        "distill.steps": 500,
+    }
+    model = laq.train(data, out=out, seed=0, **fast)
     states = np.array([[x, 1.0] for x in range(9)], dtype=np.float32)
     print("V along the corridor:", np.round(model.values(states), 3))
     best = model.select(states[[1, 7, 4]])

@@ -26,18 +26,6 @@ __version__: str = _laq.__version__
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: Keys of the dataset format (docs/dataset-format.md).
-KEYS = (
-    "observations",
-    "next_observations",
-    "rewards",
-    "terminals",
-    "timeouts",
-    "next_missing",
-    "actions",
-    "infos",
-)
-
 
 def load(
     path: PathLike,

@@ -1,6 +1,7 @@
 """Types of the extension module; the documented API is in ``laq/__init__.py``."""
 
 import os
+import pathlib
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -19,12 +20,12 @@ def train(
     arrays: Optional[Dict[str, Tuple[str, List[int], bytes]]] = None,
     obs_keys: Optional[List[str]] = None,
     reward: Optional[str] = None,
-) -> str: ...
+) -> pathlib.Path: ...
 
 class Model:
     def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None: ...
     @property
-    def path(self) -> str: ...
+    def path(self) -> pathlib.Path: ...
     @property
     def obs_shape(self) -> List[int]: ...
     @property
