@@ -418,16 +418,20 @@ fn convert_d4rl_and_minari_then_train() {
         .put_bool("timeouts", &tout)
         .save(&p("d4rl.hdf5"));
     let summary = ok(&["convert", &p("d4rl.hdf5"), "--out", &p("d4rl.npz")]);
-    let kept = n - episodes;
+    // The last row of each episode has no next observation: a terminal one (at the goal)
+    // is kept, the others are dropped.
+    assert!(goals > 0);
+    let kept = n - episodes + goals;
     assert!(
         summary.contains(&format!(
             "(D4RL): {kept} transitions from {episodes} episodes"
-        )) && summary.contains(&format!("dropped rows: {episodes}")),
+        )) && summary.contains(&format!("dropped rows: {}", episodes - goals)),
         "{summary}"
     );
-    assert!(goals > 0);
     assert!(
-        summary.contains(&format!("{goals} of them terminal")),
+        summary.contains(&format!(
+            "terminal rows without a next observation: {goals}"
+        )),
         "{summary}"
     );
     let run = dir.path().join("run");

@@ -119,7 +119,12 @@ fn d4rl_file_with_rewards_on_terminal_rows_reads_directly() {
 
     let run = dir.path().join("run");
     let r = run.to_str().unwrap();
-    ok(&["train", "--data", f, "--out", r]);
+    let summary = ok(&["train", "--data", f, "--out", r]);
+    assert!(
+        summary.contains("terminal rows without a next observation")
+            && summary.contains("rows left out"),
+        "the run reports what reading did: {summary}"
+    );
     let csv = dir.path().join("v.csv");
     let model = run.join("value.safetensors");
     ok(&[

@@ -47,6 +47,7 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained, source: &str) ->
         purity: state_purity,
         model: ModelSummary::of(&tr.model),
         trust: tr.trust.clone(),
+        reading: vec![],
     }
 }
 
@@ -60,6 +61,7 @@ pub fn write_run(
     cfg: &TrainConfig,
     tr: &Trained,
     source: &str,
+    reading: &[String],
 ) -> Result<RunMetrics> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     tr.model.save(&dir.join(VALUE_FILE), false)?;
@@ -78,7 +80,10 @@ pub fn write_run(
         &dir.join("labels.npy"),
         &crate::data::files::npy_bytes(&arr),
     )?;
-    let m = metrics(data, cfg, tr, source);
+    let m = RunMetrics {
+        reading: reading.to_vec(),
+        ..metrics(data, cfg, tr, source)
+    };
     write_text(&dir.join(METRICS_FILE), &serde_json::to_string_pretty(&m)?)?;
     write_text(&dir.join(CONFIG_FILE), &cfg.to_toml()?)?;
     let run = RunInfo {

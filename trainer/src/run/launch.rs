@@ -73,7 +73,8 @@ pub fn launch(
         (None, _) => ReadOptions::default(),
     };
     let loaded = crate::data::read::read(&data_path, &read)?;
-    for line in loaded.report_lines() {
+    let reading = loaded.report_lines();
+    for line in &reading {
         log::info!("{}: {line}", data_path.display());
     }
     let data = loaded.data;
@@ -119,6 +120,7 @@ pub fn launch(
         &cfg,
         &trained,
         &data_path.display().to_string(),
+        &reading,
     )?;
     ckpt.finish()?;
     Ok((out, metrics))

@@ -122,6 +122,10 @@ pub struct RunMetrics {
     pub model: ModelSummary,
     /// The oracle-free verdict on V and its checks.
     pub trust: crate::run::trust::Trust,
+    /// What reading the dataset did: rows left out and why, terminal rows without a next
+    /// observation, derived rewards, assumptions (empty for a file read as it is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reading: Vec<String>,
 }
 
 impl RunMetrics {
@@ -136,6 +140,9 @@ impl fmt::Display for RunMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "LAQ run on {}", self.source)?;
         writeln!(f, "  transitions        {}", self.transitions)?;
+        for line in &self.reading {
+            writeln!(f, "  reading            {line}")?;
+        }
         writeln!(f, "  observation shape  {:?}", self.obs_shape)?;
         writeln!(
             f,

@@ -127,6 +127,7 @@ pub fn gridworld(out: &Path, study: &GridStudy, device: &Device) -> Result<(Valu
         &cfg,
         &trained,
         "the built-in grid world",
+        &[],
     )?;
     time("latent: mine, Q-learn, export", t);
     let latent = Row {
