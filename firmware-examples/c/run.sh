@@ -31,7 +31,7 @@ common=(-std=c99 -Wall -Wextra -Werror -Os -I "$root/runtime-c/include" -I "$her
 
 arm-none-eabi-gcc "${common[@]}" -mcpu=cortex-m4 -mthumb -mfloat-abi=hard \
     -mfpu=fpv4-sp-d16 -ffunction-sections -fdata-sections -nostartfiles \
-    --specs=nano.specs --specs=nosys.specs -T "$here/link.ld" -Wl,--gc-sections \
+    --specs=nano.specs --specs=nosys.specs -T "$here/link.ld" -Wl,--gc-sections,-z,noexecstack \
     "${sources[@]}" "$here/startup.c" \
     "$target_dir/thumbv7em-none-eabihf/release/liblaq_runtime_c.a" -o "$out/grid_guide.elf"
 arm-none-eabi-size "$out/grid_guide.elf"
