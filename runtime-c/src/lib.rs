@@ -281,8 +281,8 @@ struct Handle {
     model: Option<Model<'static>>,
 }
 
-/// "LAQM" (and more on 64-bit targets): unlikely in zeroed or stale storage.
-const TAG: usize = 0x4c41_514d_usize.wrapping_mul(0x0001_0001);
+/// "LAQM": unlikely in zeroed or stale storage.
+const TAG: usize = 0x4c41_514d;
 
 const _: () = assert!(size_of::<Handle>() <= size_of::<laq_model>());
 const _: () = assert!(align_of::<Handle>() <= align_of::<laq_model>());
