@@ -15,6 +15,12 @@
 #include <string.h>
 
 #include "laq.h"
+
+/* The layout the library was built with, checked by this compiler (a negative array
+ * size fails the build): 32-bit enums even where C enums are short, as on bare-metal
+ * ARM. */
+typedef char laq_enums_are_32_bits[sizeof(laq_head) == 4 && sizeof(laq_status) == 4 ? 1 : -1];
+typedef char laq_candidate_is_24_bytes[sizeof(laq_candidate) == 24 ? 1 : -1];
 #include "platform.h"
 
 extern const uint8_t laq_grid_model[];
@@ -207,6 +213,9 @@ int main(void) {
                                SCRATCH_LEN, report, MOVES, &best);
         if (rc != LAQ_OK) {
             fail("selecting a move", rc);
+        }
+        if (report[best].status != LAQ_STATUS_VALID) {
+            fail("the winner's report", LAQ_ERR_INVALID_ARGUMENT);
         }
         row = (int)next[best][0];
         col = (int)next[best][1];

@@ -25,7 +25,11 @@
 /**
  * Which function of the last layer's outputs `y` gives `V(s)`.
  */
-typedef enum laq_head {
+enum laq_head
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
     /**
      * `Q(s, k) = y_k`, `V(s) = max_k y_k`.
      */
@@ -34,12 +38,23 @@ typedef enum laq_head {
      * `V(s) = 1 - ||y||_2`.
      */
     LAQ_HEAD_ONE_NORM = 1,
-} laq_head;
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum laq_head laq_head;
+#else
+typedef int32_t laq_head;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
 
 /**
  * Why a candidate of [`laq_select_report`] can or cannot be selected.
  */
-typedef enum laq_status {
+enum laq_status
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
     /**
      * Scored; may win.
      */
@@ -57,7 +72,14 @@ typedef enum laq_status {
      * The candidate could not be evaluated.
      */
     LAQ_STATUS_FAILED = 3,
-} laq_status;
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum laq_status laq_status;
+#else
+typedef int32_t laq_status;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
 
 /**
  * The return codes: 0 for success, negative for an error. `-1..=-20` are the
@@ -227,7 +249,7 @@ typedef struct laq_info {
     /**
      * The value head.
      */
-    enum laq_head head;
+    laq_head head;
     /**
      * The discount of shaping and selection (the file's `gamma`, or
      * [`laq_set_gamma`]'s).
@@ -281,7 +303,7 @@ typedef struct laq_candidate {
     /**
      * Whether the candidate could be scored.
      */
-    enum laq_status status;
+    laq_status status;
     /**
      * The step's reward as given (0 without rewards).
      */

@@ -180,7 +180,9 @@ pub struct laq_model {
 }
 
 /// Which function of the last layer's outputs `y` gives `V(s)`.
-#[repr(C)]
+// 32 bits rather than `repr(C)`: bare-metal ARM C compilers make enums as small as
+// their values (`-fshort-enums`), so a C `enum` field would not match across compilers.
+#[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum laq_head {
     /// `Q(s, k) = y_k`, `V(s) = max_k y_k`.
@@ -190,7 +192,8 @@ pub enum laq_head {
 }
 
 /// Why a candidate of [`laq_select_report`] can or cannot be selected.
-#[repr(C)]
+// 32 bits, as `laq_head`.
+#[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum laq_status {
     /// Scored; may win.
@@ -287,6 +290,7 @@ const TAG: usize = 0x4c41_514d;
 const _: () = assert!(size_of::<Handle>() <= size_of::<laq_model>());
 const _: () = assert!(align_of::<Handle>() <= align_of::<laq_model>());
 const _: () = assert!(size_of::<laq_model>() == LAQ_MODEL_SIZE);
+const _: () = assert!(size_of::<laq_head>() == 4 && size_of::<laq_status>() == 4);
 
 /// The C code of a runtime error.
 fn code(e: Error) -> laq_error {

@@ -16,6 +16,12 @@
 
 #include "laq.h"
 
+/* The layout the library was built with, checked by this compiler (a negative array
+ * size fails the build): 32-bit enums even where C enums are short, as on bare-metal
+ * ARM. */
+typedef char laq_enums_are_32_bits[sizeof(laq_head) == 4 && sizeof(laq_status) == 4 ? 1 : -1];
+typedef char laq_candidate_is_24_bytes[sizeof(laq_candidate) == 24 ? 1 : -1];
+
 static int failures = 0;
 
 static void check(const char *name, int ok) {
