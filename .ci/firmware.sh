@@ -2,8 +2,9 @@
 # Firmware and embedded checks of laq-runtime, for a fresh Debian machine (run as root).
 #
 # 1. Installs what the firmware tests need: the Cortex-M Rust targets, QEMU,
-#    arm-none-eabi binutils (for arm-none-eabi-size), flip-link (the firmware's
-#    linker) and cargo-fuzz (nightly toolchain).
+#    arm-none-eabi binutils (for arm-none-eabi-size), arm-none-eabi-gcc and newlib
+#    (the C firmware), flip-link (the firmware's linker) and cargo-fuzz (nightly
+#    toolchain).
 # 2. Builds and lints the runtime for thumbv6m-none-eabi (Cortex-M0, no FPU) and
 #    thumbv7em-none-eabihf (Cortex-M4F, where the assembly kernel is compiled), with
 #    and without its `images` feature, and the maze guidance crate (laq-maze).
@@ -11,6 +12,8 @@
 # 4. If the grid and maze models exist, builds the firmware (without and with the
 #    runtime's `images` feature), runs it in QEMU and prints the size and
 #    instruction-count figures (tests/tests/firmware.rs asserts on them).
+# 5. Builds the C interface (laq-runtime-c) for thumbv7em-none-eabihf and, with the grid
+#    model, runs the C grid guide on the host and in QEMU (firmware-examples/c/run.sh).
 #
 # Run from anywhere; afterwards `cargo test -p laq-tests --test firmware` can run.
 set -euo pipefail
@@ -34,6 +37,12 @@ if ! command -v qemu-system-arm >/dev/null || ! command -v arm-none-eabi-size >/
     apt-get update
     apt-get install -y --no-install-recommends qemu-system-arm binutils-arm-none-eabi
 fi
+if ! command -v arm-none-eabi-gcc >/dev/null \
+    || [[ ! -d /usr/lib/arm-none-eabi/newlib ]]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends gcc-arm-none-eabi libnewlib-arm-none-eabi
+fi
 
 step "cargo tools"
 command -v flip-link >/dev/null || cargo install --locked flip-link
@@ -54,6 +63,11 @@ cargo build -p laq-maze --target thumbv6m-none-eabi
 cargo build -p laq-maze --target thumbv7em-none-eabihf --release
 cargo clippy -p laq-maze --target thumbv7em-none-eabihf -- -D warnings
 cargo clippy -p laq-maze --target thumbv6m-none-eabi -- -D warnings
+
+step "C interface (laq-runtime-c) for thumbv7em-none-eabihf"
+cargo build -p laq-runtime-c --target thumbv7em-none-eabihf --release
+cargo build -p laq-runtime-c --target thumbv7em-none-eabihf --release --no-default-features
+cargo clippy -p laq-runtime-c --target thumbv7em-none-eabihf -- -D warnings
 
 step "fuzzing the loader for ${FUZZ_SECONDS}s"
 (
@@ -90,4 +104,11 @@ if [[ -f "$model" && -f "$maze_model" ]]; then
     )
 else
     step "firmware skipped: $model or $maze_model not found (train the models first)"
+fi
+
+if [[ -f "$model" ]]; then
+    step "C grid guide (host and QEMU mps2-an386)"
+    LAQ_GRID_MODEL="$model" bash firmware-examples/c/run.sh
+else
+    step "C grid guide skipped: $model not found (train the grid model first)"
 fi
