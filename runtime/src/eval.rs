@@ -247,11 +247,25 @@ impl Model<'_> {
     /// ```
     pub fn evaluate<'s>(&self, state: &[f32], scratch: &'s mut [f32]) -> Result<Output<'s>, Error> {
         let y = self.forward(state, scratch)?;
+        let (value, best) = self.head_value(y.iter().copied())?;
+        Ok(Output {
+            value,
+            outputs: y,
+            best,
+        })
+    }
+
+    /// V and the best output of the last layer's outputs `y`, as the head computes them;
+    /// [`Error::NonFiniteOutput`] unless every output and V are finite.
+    pub(crate) fn head_value<I>(&self, y: I) -> Result<(f32, Option<usize>), Error>
+    where
+        I: Iterator<Item = f32> + Clone,
+    {
         let (value, best) = match self.head() {
             Head::MaxQ => {
                 let mut best = 0usize;
                 let mut max = f32::NEG_INFINITY;
-                for (k, &q) in y.iter().enumerate() {
+                for (k, q) in y.clone().enumerate() {
                     if q > max {
                         max = q;
                         best = k;
@@ -260,18 +274,14 @@ impl Model<'_> {
                 (max, Some(best))
             }
             Head::OneNorm => {
-                let sq: f32 = y.iter().map(|v| v * v).sum();
+                let sq: f32 = y.clone().map(|v| v * v).sum();
                 (1.0 - sqrtf(sq), None)
             }
         };
-        if !value.is_finite() || !y.iter().all(|v| v.is_finite()) {
+        if !value.is_finite() || !y.clone().all(|v| v.is_finite()) {
             return Err(Error::NonFiniteOutput);
         }
-        Ok(Output {
-            value,
-            outputs: y,
-            best,
-        })
+        Ok((value, best))
     }
 
     /// `V(s)`, ignoring the density gate. See [`Model::evaluate`].

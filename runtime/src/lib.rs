@@ -34,6 +34,11 @@
 //!   less flash on a Cortex-M4F, docs/runtime.md) and a smaller [`Model`] (56 bytes),
 //!   and [`Model::new_checked`] refuses image models (a version 2 file, or any file
 //!   with a `conv.*` tensor) with [`Error::UnsupportedFormat`].
+//! - `batch` (default): [`Model::values`] and [`Model::select`] evaluate [`BATCH`]
+//!   states of a fully connected model at a time when the scratch holds
+//!   [`Model::batch_scratch_len`] elements (bit-identical values; about 4 KB more flash
+//!   on a Cortex-M4F where `select` is linked). Without it they go one state at a time
+//!   and [`Model::batch_scratch_len`] is [`Model::scratch_len`].
 //! - `alloc`: `OwnedModel`, a model that owns its bytes (a `Vec<u8>`).
 //! - `defmt`: `defmt::Format` for the public types, for logging on the target.
 //!
@@ -75,6 +80,7 @@ extern crate std;
 
 #[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
 mod arm;
+mod batch;
 mod error;
 mod eval;
 pub mod format;
@@ -92,6 +98,7 @@ mod select;
 mod slots;
 mod validate;
 
+pub use batch::BATCH;
 pub use error::Error;
 pub use eval::{Gated, Output};
 pub use format::Head;

@@ -1,5 +1,7 @@
 //! Controller selection and potential-based reward shaping.
 
+#[cfg(feature = "batch")]
+use crate::BATCH;
 use crate::{Error, Model};
 
 /// What a controller predicts besides the next state: the reward of the step and
@@ -185,22 +187,43 @@ impl Model<'_> {
         next: &mut [f32],
         eval: &mut [f32],
     ) -> Candidate {
+        let (c, needs_value) = self.predict_candidate(controller, state, next);
+        if !needs_value {
+            return c;
+        }
+        let value = self.value(next, eval);
+        self.scored(c, next, value)
+    }
+
+    /// The candidate as far as it goes without `V(next)`, and whether it needs it: a
+    /// failed or non-finite prediction and a terminal state are final.
+    fn predict_candidate<C: Controller + ?Sized>(
+        &self,
+        controller: &C,
+        state: &[f32],
+        next: &mut [f32],
+    ) -> (Candidate, bool) {
         let mut c = Candidate::default();
         let Ok(outcome) = controller.predict(state, next) else {
-            return c;
+            return (c, false);
         };
         c.outcome = outcome;
         c.status = Status::NonFinite;
         if !outcome.reward.is_finite() || !next.iter().all(|v| v.is_finite()) {
-            return c;
+            return (c, false);
         }
         if outcome.terminal {
             c.value = 0.0;
             c.score = outcome.reward;
             c.status = Status::Valid;
-            return c;
+            return (c, false);
         }
-        let Ok(value) = self.value(next, eval) else {
+        (c, true)
+    }
+
+    /// The candidate scored with `value`, `V(next)` (an error leaves it non-finite).
+    fn scored(&self, mut c: Candidate, next: &[f32], value: Result<f32, Error>) -> Candidate {
+        let Ok(value) = value else {
             return c;
         };
         c.value = value;
@@ -210,15 +233,54 @@ impl Model<'_> {
             _ => true,
         };
         if in_distribution {
-            c.score = outcome.reward + self.gamma() * value;
+            c.score = c.outcome.reward + self.gamma() * value;
             if c.score.is_finite() {
                 c.status = Status::Valid;
             }
         } else {
-            c.score = outcome.reward;
+            c.score = c.outcome.reward;
             c.status = Status::OutOfDistribution;
         }
         c
+    }
+
+    #[cfg(feature = "batch")]
+    /// [`Model::select`]'s scoring, [`BATCH`] candidates at a time: their predicted
+    /// states go through the network together (see [`Model::values`]).
+    fn score_batched<C: Controller>(
+        &self,
+        state: &[f32],
+        controllers: &[C],
+        scratch: &mut [f32],
+        report: &mut [Candidate],
+    ) -> Result<(), Error> {
+        let d = self.input_dim().max(1);
+        let (nexts, eval) = scratch
+            .split_at_mut_checked(d.saturating_mul(BATCH))
+            .ok_or(Error::BufferTooSmall)?;
+        for (group, slots) in controllers.chunks(BATCH).zip(report.chunks_mut(BATCH)) {
+            let mut needs = [false; BATCH];
+            let rows = group
+                .iter()
+                .zip(slots.iter_mut())
+                .zip(nexts.chunks_exact_mut(d));
+            for (needs, ((controller, slot), next)) in needs.iter_mut().zip(rows) {
+                (*slot, *needs) = self.predict_candidate(controller, state, next);
+            }
+            let mut values = [Ok(0.0f32); BATCH];
+            self.value_group(nexts.chunks_exact(d).take(group.len()), &mut values, eval)?;
+            let lanes = slots
+                .iter_mut()
+                .zip(nexts.chunks_exact(d))
+                .zip(needs)
+                .zip(values);
+            for (((slot, next), needs), value) in lanes {
+                if needs {
+                    *slot = self.scored(*slot, next, value);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Picks the controller with the best score `reward + gamma * V(next)` (`V := 0`
@@ -230,8 +292,10 @@ impl Model<'_> {
     /// gate are reported with their [`Status`] and never win. Ties go to the lowest
     /// index. Returns the index of the winner, or [`Error::NoValidCandidate`].
     ///
-    /// `scratch` needs [`Model::scratch_len`] elements; `report` at least
-    /// `controllers.len()`. `gamma` is [`Model::gamma`].
+    /// `scratch` needs [`Model::scratch_len`] elements; with
+    /// [`Model::batch_scratch_len`] a fully connected model scores [`BATCH`] candidates
+    /// at a time, reading each weight once for all of them (the same values and choice).
+    /// `report` needs at least `controllers.len()`. `gamma` is [`Model::gamma`].
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
@@ -259,13 +323,24 @@ impl Model<'_> {
         if report.len() < controllers.len() || scratch.len() < self.scratch_len() {
             return Err(Error::BufferTooSmall);
         }
-        let (next, eval) = scratch
-            .split_at_mut_checked(self.input_dim())
-            .ok_or(Error::BufferTooSmall)?;
+        #[cfg(feature = "batch")]
+        let batched =
+            self.batches() && controllers.len() > 1 && scratch.len() >= self.batch_scratch_len();
+        #[cfg(not(feature = "batch"))]
+        let batched = false;
+        if batched {
+            #[cfg(feature = "batch")]
+            self.score_batched(state, controllers, scratch, report)?;
+        } else {
+            let (next, eval) = scratch
+                .split_at_mut_checked(self.input_dim())
+                .ok_or(Error::BufferTooSmall)?;
+            for (controller, slot) in controllers.iter().zip(report.iter_mut()) {
+                *slot = self.score(controller, state, next, eval);
+            }
+        }
         let mut best: Option<(usize, f32)> = None;
-        for (i, (controller, slot)) in controllers.iter().zip(report.iter_mut()).enumerate() {
-            let c = self.score(controller, state, next, eval);
-            *slot = c;
+        for (i, c) in report.iter().take(controllers.len()).enumerate() {
             if c.status.is_valid() && best.is_none_or(|(_, s)| c.score > s) {
                 best = Some((i, c.score));
             }

@@ -725,3 +725,35 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(out.status.success(), "{err}");
 }
+
+#[test]
+fn bench_prints_its_figures_as_json() {
+    let out = ok(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--image-size",
+        "8",
+        "--image-batch",
+        "4",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON only on stdout");
+    for step in ["mining", "dqn"] {
+        for key in ["laq_ms", "pytorch_ms", "speedup_vs_pytorch"] {
+            let x = v["steps"][step][key].as_f64().unwrap_or(-1.0);
+            assert!(x > 0.0, "steps.{step}.{key}: {}", v["steps"][step]);
+        }
+    }
+    for row in [
+        "select8_mlp128",
+        "select8_mlp64",
+        "value_mlp128",
+        "value_mlp64",
+    ] {
+        for key in ["runtime_us", "candle_us"] {
+            let x = v["inference"][row][key].as_f64().unwrap_or(-1.0);
+            assert!(x > 0.0, "inference.{row}.{key}: {}", v["inference"]);
+        }
+    }
+    assert!(v["images"]["cpu"]["mining_ms"].as_f64().unwrap() > 0.0);
+}

@@ -4,7 +4,6 @@ use crate::eval::bench::{self, ImageBench};
 use anyhow::Result;
 use candle_core::Device;
 use clap::Args;
-use std::path::PathBuf;
 
 /// Arguments of `laq bench`.
 #[derive(Args)]
@@ -12,9 +11,11 @@ pub struct BenchArgs {
     /// Fewer repetitions.
     #[arg(long)]
     pub quick: bool,
-    /// Also write the figures as JSON.
+    /// Print the figures as JSON instead of the table: `{"steps": {"mining": {"laq_ms",
+    /// "pytorch_ms", ...}, "dqn": {...}}, "inference": {"select8_mlp128": {"runtime_us",
+    /// "candle_us", ...}, ...}, "images": {...}}`.
     #[arg(long)]
-    pub json: Option<PathBuf>,
+    pub json: bool,
     /// Frame size of the image steps (RGB, at least 8).
     #[arg(long, default_value_t = 32)]
     pub image_size: usize,
@@ -38,9 +39,10 @@ pub fn run(a: &BenchArgs, device: &Device) -> Result<()> {
     } else {
         bench::run(a.quick, img, device)?
     };
-    out!("{report}");
-    if let Some(p) = &a.json {
-        crate::util::io::write_text(p, &serde_json::to_string_pretty(&v)?)?;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        out!("{report}");
     }
     Ok(())
 }

@@ -349,9 +349,17 @@ impl CandleValue {
     }
 }
 
+/// One inference figure: its key in the JSON, its label in the table, and microseconds per
+/// call of the runtime and of candle.
+struct InferenceRow {
+    key: String,
+    label: String,
+    runtime_us: f64,
+    candle_us: f64,
+}
+
 /// Single-state V and selection among 8 predicted states: the runtime against candle.
-/// Returns rows of (what, runtime microseconds, candle microseconds).
-fn inference(iters: usize, reps: usize, device: &Device) -> Result<Vec<(String, f64, f64)>> {
+fn inference(iters: usize, reps: usize, device: &Device) -> Result<Vec<InferenceRow>> {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
     let mut rows = vec![];
     for dims in [vec![2, 64, 64, 8], vec![4, 128, 128, 8]] {
@@ -382,12 +390,20 @@ fn inference(iters: usize, reps: usize, device: &Device) -> Result<Vec<(String, 
             sink += cv.values(&state, 1)?.to_vec1::<f32>()?[0];
             Ok(())
         })?;
-        rows.push((format!("V(s), {name}"), ours, theirs));
+        let width = dims[1];
+        rows.push(InferenceRow {
+            key: format!("value_mlp{width}"),
+            label: format!("V(s), {name}"),
+            runtime_us: ours,
+            candle_us: theirs,
+        });
 
         let candidates: Vec<Vec<f32>> = (0..8).map(|_| random(&mut rng, d)).collect();
         let table: Vec<&[f32]> = candidates.iter().map(|c| c.as_slice()).collect();
         let flat: Vec<f32> = candidates.concat();
         let mut report = [laq_runtime::Candidate::default(); 8];
+        // Room for the runtime to score the 8 candidates as one batch.
+        let mut scratch = vec![0f32; rt.batch_scratch_len()];
         let mut picks = 0usize;
         let ours = per_call(&mut || {
             picks += rt
@@ -399,7 +415,12 @@ fn inference(iters: usize, reps: usize, device: &Device) -> Result<Vec<(String, 
             picks += cv.values(&flat, 8)?.argmax(0)?.to_scalar::<u32>()? as usize;
             Ok(())
         })?;
-        rows.push((format!("select 1 of 8, {name}"), ours, theirs));
+        rows.push(InferenceRow {
+            key: format!("select8_mlp{width}"),
+            label: format!("select 1 of 8, {name}"),
+            runtime_us: ours,
+            candle_us: theirs,
+        });
         std::hint::black_box((sink, picks));
     }
     Ok(rows)
@@ -458,19 +479,38 @@ pub fn run(quick: bool, img: ImageBench, gpu: &Device) -> Result<(Value, String)
     let (images_json, images_rep) = images(quick, img, gpu)?;
     rep += &images_rep;
     rep += "\ninference, one call (microseconds)        runtime     candle  speed-up\n";
-    for (what, ours, theirs) in &infer {
+    for r in &infer {
         rep += &format!(
-            "{what:<38} {ours:>9.3}  {theirs:>9.3}  {:>7.1}x\n",
-            theirs / ours
+            "{:<38} {:>9.3}  {:>9.3}  {:>7.1}x\n",
+            r.label,
+            r.runtime_us,
+            r.candle_us,
+            r.candle_us / r.runtime_us
         );
     }
+    let step = |ours: f64, stock: f64, torch: f64| {
+        json!({
+            "laq_ms": ours, "candle_stock_ms": stock, "pytorch_ms": torch,
+            "speedup_vs_pytorch": torch / ours,
+        })
+    };
     let v = json!({
         "threads": threads,
-        "mining_ms": mine, "mining_candle_stock_ms": mine_base, "mining_pytorch_ms": torch_m,
-        "dqn_ms": dqn, "dqn_candle_stock_ms": dqn_base, "dqn_pytorch_ms": torch_d,
         "pytorch_source": torch_src,
-        "inference_us": infer.iter().map(|(k, a, b)| (k.clone(), json!({"runtime": a, "candle": b, "speedup": b / a}))).collect::<serde_json::Map<_, _>>(),
-        "mining_speedup_vs_pytorch": torch_m / mine, "dqn_speedup_vs_pytorch": torch_d / dqn,
+        "steps": {
+            "mining": step(mine, mine_base, torch_m),
+            "dqn": step(dqn, dqn_base, torch_d),
+        },
+        "inference": infer
+            .iter()
+            .map(|r| {
+                let v = json!({
+                    "runtime_us": r.runtime_us, "candle_us": r.candle_us,
+                    "speedup": r.candle_us / r.runtime_us,
+                });
+                (r.key.clone(), v)
+            })
+            .collect::<serde_json::Map<_, _>>(),
         "images": images_json,
     });
     Ok((v, rep))

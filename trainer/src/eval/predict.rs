@@ -35,14 +35,28 @@ pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
             data.obs_shape
         );
     }
-    let mut scratch = vec![0f32; model.scratch_len()];
-    (0..data.len())
-        .map(|i| {
-            model
-                .value(&data.obs_row(i), &mut scratch)
-                .map_err(|e| anyhow::anyhow!("observation {i}: {e}"))
-        })
-        .collect()
+    // Groups of BATCH observations read each weight once (fully connected models); the
+    // values are those of one observation at a time, bit for bit.
+    let mut scratch = vec![0f32; model.batch_scratch_len()];
+    let batch = laq_runtime::BATCH;
+    let mut out = vec![0f32; data.len()];
+    let mut states = Vec::with_capacity(batch * d);
+    for (g, values) in out.chunks_mut(batch).enumerate() {
+        states.clear();
+        for i in g * batch..g * batch + values.len() {
+            states.extend_from_slice(&data.obs_row(i));
+        }
+        if model.values(&states, values, &mut scratch).is_err() {
+            // Name the observation that fails.
+            for (k, v) in values.iter_mut().enumerate() {
+                let i = g * batch + k;
+                *v = model
+                    .value(&data.obs_row(i), &mut scratch)
+                    .map_err(|e| anyhow::anyhow!("observation {i}: {e}"))?;
+            }
+        }
+    }
+    Ok(out)
 }
 
 const QNET: &str = "a trainer-only Q-network file (`laq-qnet`, from `QNetwork::save`), which \
