@@ -136,6 +136,27 @@ fn reproduce_maze2d_small() {
     }
 }
 
+/// Seeds run side by side give the figures they give one after the other.
+#[test]
+fn maze2d_seeds_in_parallel_give_the_sequential_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |jobs: &str| {
+        let out = dir.path().join(format!("maze{jobs}"));
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_laq"))
+            .args(["reproduce", "maze2d", "--out"])
+            .arg(&out)
+            .args(["--steps", "8000", "--seeds", "2", "--q-steps", "600"])
+            .args(["--reference-steps", "300", "--no-behaviour"])
+            .env("LAQ_QUIET", "1")
+            .env("LAQ_JOBS", jobs)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        metrics(&out.join("metrics.json"))["methods"].clone()
+    };
+    assert_eq!(run("1"), run("2"));
+}
+
 #[test]
 fn reproduce_nav_small() {
     let dir = tempfile::tempdir().unwrap();

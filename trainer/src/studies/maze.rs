@@ -112,13 +112,21 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
     let mut timings = vec![("reference (TD3+BC)".to_string(), t.elapsed().as_secs_f64())];
     let gt_vs_oracle = stats::spearman(&gt, &oracle);
 
-    // (source, q) -> per seed: (gt last, oracle last, gt p95, oracle p95)
-    let mut rows: std::collections::BTreeMap<String, Vec<[f64; 4]>> = Default::default();
-    // The first seed's DQN value models, exported as `laq train` would write them.
-    let mut exported: std::collections::BTreeMap<&str, Vec<u8>> = Default::default();
-    // The LAQ (latent/dqn) model of every seed, for guidance per seed.
-    let mut laq_by_seed: Vec<(u64, Vec<u8>)> = vec![];
-    for &seed in &study.seeds {
+    // One seed's runs: every label source and Q variant. Seeds run side by side (as many
+    // as the cores allow), and their results are gathered in seed order.
+    struct SeedRuns {
+        /// (source/q, [gt last, oracle last, gt p95, oracle p95]).
+        rows: Vec<(String, [f64; 4])>,
+        /// The DQN value models, exported as `laq train` would write them, by source.
+        exported: Vec<(&'static str, Vec<u8>)>,
+        timings: Vec<(String, f64)>,
+    }
+    let run_seed = |&seed: &u64| -> Result<SeedRuns> {
+        let mut runs = SeedRuns {
+            rows: vec![],
+            exported: vec![],
+            timings: vec![],
+        };
         for &source in &study.sources {
             let t = Instant::now();
             let cfg = TrainConfig {
@@ -154,30 +162,53 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                     });
                     info.insert("q".into(), QKind::Dqn.name().into());
                     let model = ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?;
-                    let bytes = model.to_bytes(false)?;
-                    if source == LabelSource::Latent {
-                        laq_by_seed.push((seed, bytes.clone()));
-                    }
-                    if first {
-                        exported.insert(source.key(), bytes);
-                    }
+                    runs.exported.push((source.key(), model.to_bytes(false)?));
                 }
                 let last = |s: &[f64]| s.last().copied().unwrap_or(f64::NAN);
-                rows.entry(format!("{}/{}", source.key(), q.name()))
-                    .or_default()
-                    .push([
+                runs.rows.push((
+                    format!("{}/{}", source.key(), q.name()),
+                    [
                         last(&sg),
                         last(&so),
                         stats::percentile(&sg, 95.0),
                         stats::percentile(&so, 95.0),
-                    ]);
+                    ],
+                ));
             }
-            timings.push((
+            runs.timings.push((
                 format!("seed {seed} {}", source.key()),
                 t.elapsed().as_secs_f64(),
             ));
         }
+        Ok(runs)
+    };
+    let jobs = crate::util::parallel::jobs(device);
+    let t = Instant::now();
+    let per_seed = crate::util::parallel::map(&study.seeds, jobs, run_seed)?;
+    // (source, q) -> per seed: (gt last, oracle last, gt p95, oracle p95)
+    let mut rows: std::collections::BTreeMap<String, Vec<[f64; 4]>> = Default::default();
+    // The first seed's DQN value models.
+    let mut exported: std::collections::BTreeMap<&str, Vec<u8>> = Default::default();
+    // The LAQ (latent/dqn) model of every seed, for guidance per seed.
+    let mut laq_by_seed: Vec<(u64, Vec<u8>)> = vec![];
+    for (&seed, runs) in study.seeds.iter().zip(per_seed) {
+        for (key, row) in runs.rows {
+            rows.entry(key).or_default().push(row);
+        }
+        for (key, bytes) in runs.exported {
+            if key == LabelSource::Latent.key() {
+                laq_by_seed.push((seed, bytes.clone()));
+            }
+            if seed == study.seeds[0] {
+                exported.insert(key, bytes);
+            }
+        }
+        timings.extend(runs.timings);
     }
+    timings.push((
+        format!("all seeds ({jobs} at a time)"),
+        t.elapsed().as_secs_f64(),
+    ));
     for (key, bytes) in &exported {
         let dir = out.join(format!("model_{key}"));
         std::fs::create_dir_all(&dir)
@@ -196,8 +227,7 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             )?;
             // Per seed: the model `laq train` exports (two Q-functions, the one the trust
             // checks prefer), and the study's own first Q-function beside it.
-            let mut per_seed = vec![];
-            for (seed, bytes) in &laq_by_seed {
+            let guide_seed = |(seed, bytes): &(u64, Vec<u8>)| -> Result<Value> {
                 let laq_of = |bytes: &[u8]| -> Result<(f64, f64)> {
                     let r = crate::studies::guidance::guidance_study(&maze, bytes, None, g, 0)?;
                     let s = r.summary(crate::studies::guidance::Policy::LaqValue);
@@ -223,7 +253,7 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                     .map(|&x| x as f64)
                     .collect();
                 let (raw_success, raw_spl) = laq_of(bytes)?;
-                per_seed.push(json!({
+                Ok(json!({
                     "seed": seed,
                     "success": success,
                     "spl": spl,
@@ -232,8 +262,9 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                     "first_q_spl": raw_spl,
                     "selected_spearman_gt": stats::spearman(&v, &gt),
                     "selected_spearman_oracle": stats::spearman(&v, &oracle),
-                }));
-            }
+                }))
+            };
+            let per_seed = crate::util::parallel::map(&laq_by_seed, jobs, guide_seed)?;
             timings.push(("guidance".into(), t.elapsed().as_secs_f64()));
             Some((r, per_seed))
         }

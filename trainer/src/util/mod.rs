@@ -2,6 +2,7 @@
 //! progress bars, statistics.
 
 pub mod io;
+pub mod parallel;
 pub mod progress;
 pub mod safetensors;
 pub mod stats;
