@@ -196,12 +196,20 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
     );
     let mut reference: Vec<f64> = vec![];
     let mut reference_vs_optimal = f64::NAN;
-    for (source, compared) in order {
+    // The sources train side by side (as many as the cores allow); what follows needs
+    // the reference first, so it goes in order.
+    let train_source = |&(source, _): &(LabelSource, bool)| -> Result<(TrainConfig, Trained, f64)> {
         let t = Instant::now();
         let mut tc = cfg.train.clone();
         tc.labels = source;
         let trained = train::train(&data, &tc, device, None)
             .with_context(|| format!("label source `{}`", source.key()))?;
+        Ok((tc, trained, t.elapsed().as_secs_f64()))
+    };
+    let all =
+        crate::util::parallel::map(&order, crate::util::parallel::jobs(device), train_source)?;
+    for ((source, compared), (tc, trained, train_seconds)) in order.into_iter().zip(all) {
+        let t = Instant::now();
         let q = trained
             .qnet
             .as_ref()
@@ -242,7 +250,7 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
             far: g.far,
             purity_cell,
             num_actions: trained.labelled.num_actions,
-            seconds: t.elapsed().as_secs_f64(),
+            seconds: train_seconds + t.elapsed().as_secs_f64(),
         };
         log::info!(
             "{}: spearman {:.3} (against V* {:.3}), purity {:.3}, SPL {:.3} ({:.0} s)",
