@@ -4,7 +4,7 @@
 //! values are bit-identical to [`Model::value`]'s.
 
 #[cfg(feature = "batch")]
-use crate::kernels::{le_at, F32s};
+use crate::kernels::{finish, le_at, F32s};
 #[cfg(feature = "batch")]
 use crate::slots::{bias_slot, scale_slot, weight_slot, SLOT_INPUT_MEAN, SLOT_INPUT_SCALE};
 use crate::{Error, Model};
@@ -20,18 +20,6 @@ pub const BATCH: usize = 8;
 #[cfg(feature = "batch")]
 /// One feature of every state of a group: lane `c` belongs to state `c`.
 type Lanes = [f32; BATCH];
-
-#[cfg(feature = "batch")]
-/// Bias, then ReLU if asked (as the single-state kernels finish a row).
-#[inline(always)]
-fn finish(sum: f32, bias: f32, relu: bool) -> f32 {
-    let v = sum + bias;
-    if relu && v < 0.0 {
-        0.0
-    } else {
-        v
-    }
-}
 
 #[cfg(feature = "batch")]
 /// `acc[c] += w * x[c]` for every lane.

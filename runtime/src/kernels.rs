@@ -61,7 +61,7 @@ pub(crate) enum Weights<'a> {
 
 /// Bias, then ReLU if asked.
 #[inline(always)]
-fn finish(sum: f32, bias: f32, relu: bool) -> f32 {
+pub(crate) fn finish(sum: f32, bias: f32, relu: bool) -> f32 {
     let v = sum + bias;
     if relu && v < 0.0 {
         0.0

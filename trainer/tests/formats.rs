@@ -70,32 +70,6 @@ fn corridor(path: &Path) -> usize {
     term.iter().filter(|&&t| t).count()
 }
 
-fn spearman(a: &[f64], b: &[f64]) -> f64 {
-    let rank = |v: &[f64]| {
-        let mut idx: Vec<usize> = (0..v.len()).collect();
-        idx.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
-        let mut r = vec![0.0; v.len()];
-        let mut i = 0;
-        while i < idx.len() {
-            let mut j = i;
-            while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
-                j += 1;
-            }
-            for &k in &idx[i..=j] {
-                r[k] = (i + j) as f64 / 2.0;
-            }
-            i = j + 1;
-        }
-        r
-    };
-    let (ra, rb) = (rank(a), rank(b));
-    let m = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let (ma, mb) = (m(&ra), m(&rb));
-    let cov: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - ma) * (y - mb)).sum();
-    let var = |v: &[f64], mv: f64| v.iter().map(|x| (x - mv).powi(2)).sum::<f64>();
-    cov / (var(&ra, ma) * var(&rb, mb)).sqrt()
-}
-
 #[test]
 fn d4rl_file_with_rewards_on_terminal_rows_reads_directly() {
     let dir = tempfile::tempdir().unwrap();
@@ -142,7 +116,7 @@ fn d4rl_file_with_rewards_on_terminal_rows_reads_directly() {
         cell.push(cols[1]);
         value.push(cols[3]);
     }
-    let rho = spearman(&cell, &value);
+    let rho = laq::util::stats::spearman(&cell, &value);
     assert!(
         rho >= 0.9,
         "V against the distance along the corridor: {rho:.3}"
