@@ -19,7 +19,7 @@ pub const BATCH: usize = 8;
 
 #[cfg(feature = "batch")]
 /// One feature of every state of a group: lane `c` belongs to state `c`.
-type Lanes = [f32; BATCH];
+pub(crate) type Lanes = [f32; BATCH];
 
 #[cfg(feature = "batch")]
 /// `acc[c] += w * x[c]` for every lane.
@@ -30,10 +30,18 @@ fn axpy(acc: &mut Lanes, w: f32, x: &Lanes) {
     }
 }
 
+#[cfg(all(feature = "batch", target_arch = "x86_64"))]
+use crate::x86::layer_f32;
+
+#[cfg(all(feature = "batch", not(target_arch = "x86_64")))]
+use layer_f32_body as layer_f32;
+
 #[cfg(feature = "batch")]
 /// Aligned f32 weights `[rows, cols]`: four rows at a time, so that eight independent
-/// vector sums hide the adder's latency.
-fn layer_f32(w: &[f32], bias: &[u8], x: &[Lanes], y: &mut [Lanes], relu: bool) {
+/// vector sums hide the adder's latency. Inlined into each caller, so that on x86-64
+/// `x86::layer_f32` compiles it once more with AVX.
+#[inline(always)]
+pub(crate) fn layer_f32_body(w: &[f32], bias: &[u8], x: &[Lanes], y: &mut [Lanes], relu: bool) {
     let cols = x.len();
     if cols == 0 {
         return;

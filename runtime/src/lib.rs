@@ -15,9 +15,11 @@
 //! - [`Model::select`] picks among user [`Controller`]s by `reward + gamma * V(next)`.
 //! - [`Model::shaped_reward`] gives the potential-based shaped reward.
 //!
-//! No allocation, no panics (enforced by lints), and no `unsafe` outside one audited
-//! module for hard-float ARM targets (`src/arm.rs`: the f32 inner loop and `vsqrt` in
-//! assembly, bit-identical to the portable code used elsewhere).
+//! No allocation, no panics (enforced by lints), and no `unsafe` outside two audited
+//! modules: one for hard-float ARM targets (`src/arm.rs`: the f32 inner loop and `vsqrt`
+//! in assembly, bit-identical to the portable code used elsewhere) and one for x86-64
+//! hosts (`src/x86.rs`: the batched layer compiled with AVX, chosen at run time,
+//! bit-identical too).
 //!
 //! The format itself (its name, versions, metadata keys, tensor names and heads) is
 //! spelled once, in [`format`], for readers and writers alike.
@@ -97,6 +99,8 @@ mod scratch;
 mod select;
 mod slots;
 mod validate;
+#[cfg(all(feature = "batch", target_arch = "x86_64"))]
+mod x86;
 
 pub use batch::BATCH;
 pub use error::Error;
