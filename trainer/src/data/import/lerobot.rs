@@ -1,0 +1,699 @@
+//! LeRobot dataset directories (format v3.0), read as they are.
+//!
+//! A v3.0 dataset describes itself in `meta/info.json` (its features with their dtype and
+//! shape, and where its files lie) and keeps its frames in Parquet files under `data/`,
+//! many episodes to a file; cameras are MP4 files under `videos/`. Each row is a frame and
+//! names its episode (`episode_index`) and its place in it (`frame_index`), so the
+//! per-episode tables of `meta/episodes/` are not needed to rebuild the episodes.
+//!
+//! Parquet is read by the `parquet` crate through its row API, without Arrow, which would
+//! double the compile time for nothing laq needs; Snappy, LeRobot's compression, is
+//! built in. Videos are not decoded.
+
+use super::super::read::RewardSource;
+use crate::data::{Actions, Dataset};
+use anyhow::{anyhow, bail, Context, Result};
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::{Field, Row};
+use parquet::schema::types::Type;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The one version of the layout read here: v2.x keeps one file per episode and other
+/// paths, and a later version may change either.
+pub const VERSION: &str = "v3.0";
+
+const INFO: &str = "meta/info.json";
+const STATE: &str = "observation.state";
+const REWARD: &str = "next.reward";
+const DONE: &str = "next.done";
+const ACTION: &str = "action";
+const EPISODE: &str = "episode_index";
+const FRAME: &str = "frame_index";
+const DEFAULT_DATA_PATH: &str = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet";
+
+/// Whether `path` is a LeRobot dataset directory (of any version: a wrong version is
+/// answered by [`read`] with the version found).
+pub fn is_lerobot(path: &Path) -> bool {
+    path.is_dir() && path.join(INFO).is_file()
+}
+
+/// A LeRobot dataset as transitions.
+#[derive(Clone, Debug)]
+pub struct LeRobot {
+    pub data: Dataset,
+    pub episodes: usize,
+    /// Last frames of episodes that end without `next.done` (timeouts): no next
+    /// observation, so no transition.
+    pub dropped: usize,
+    /// Per transition, its episode (`episode_index`) and frame (`frame_index`).
+    pub ids: Vec<(u64, u64)>,
+    pub notes: Vec<String>,
+}
+
+/// One feature of `meta/info.json`.
+#[derive(Clone, Debug)]
+struct Feature {
+    dtype: String,
+    shape: Vec<usize>,
+}
+
+impl Feature {
+    fn width(&self) -> usize {
+        self.shape.iter().product()
+    }
+    fn numeric(&self) -> bool {
+        matches!(
+            self.dtype.as_str(),
+            "float16"
+                | "float32"
+                | "float64"
+                | "int8"
+                | "int16"
+                | "int32"
+                | "int64"
+                | "uint8"
+                | "uint16"
+                | "uint32"
+                | "uint64"
+                | "bool"
+        )
+    }
+    fn integer(&self) -> bool {
+        self.dtype.starts_with("int") || self.dtype.starts_with("uint")
+    }
+    fn camera(&self) -> bool {
+        matches!(self.dtype.as_str(), "video" | "image")
+    }
+}
+
+/// What `meta/info.json` says that laq uses.
+struct Info {
+    features: BTreeMap<String, Feature>,
+    data_path: String,
+    total_frames: Option<u64>,
+}
+
+fn info(dir: &Path) -> Result<Info> {
+    let file = dir.join(INFO);
+    let at = file.display();
+    let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {at}"))?;
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| anyhow!("{at}: not valid JSON ({e})"))?;
+    let Some(root) = v.as_object() else {
+        bail!("{at}: expected a JSON object");
+    };
+    let version = match root.get("codebase_version") {
+        None => bail!("{at}: missing key `codebase_version`"),
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => bail!("{at}: key `codebase_version` is {other}, expected a string"),
+    };
+    if version != VERSION {
+        bail!(
+            "{at}: key `codebase_version` is `{version}`; laq reads LeRobot datasets of \
+             version {VERSION} (LeRobot converts older ones to it)"
+        );
+    }
+    let Some(feats) = root.get("features") else {
+        bail!("{at}: missing key `features`");
+    };
+    let Some(feats) = feats.as_object() else {
+        bail!("{at}: key `features` is not an object");
+    };
+    let mut features = BTreeMap::new();
+    for (name, f) in feats {
+        let key = |k: &str| format!("features.{name}.{k}");
+        let dtype = match f.get("dtype") {
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => bail!("{at}: key `{}` is not a string", key("dtype")),
+            None => bail!("{at}: missing key `{}`", key("dtype")),
+        };
+        let shape = match f.get("shape") {
+            Some(Value::Array(dims)) => dims
+                .iter()
+                .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(|| {
+                    anyhow!(
+                        "{at}: key `{}` is {}, expected a list of whole numbers",
+                        key("shape"),
+                        f["shape"]
+                    )
+                })?,
+            Some(other) => bail!(
+                "{at}: key `{}` is {other}, expected a list of whole numbers",
+                key("shape")
+            ),
+            None => bail!("{at}: missing key `{}`", key("shape")),
+        };
+        features.insert(name.clone(), Feature { dtype, shape });
+    }
+    let data_path = match root.get("data_path") {
+        None => DEFAULT_DATA_PATH.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => bail!("{at}: key `data_path` is {other}, expected a string"),
+    };
+    let total_frames = match root.get("total_frames") {
+        None => None,
+        Some(t) => Some(t.as_u64().ok_or_else(|| {
+            anyhow!("{at}: key `total_frames` is {t}, expected a whole number")
+        })?),
+    };
+    Ok(Info {
+        features,
+        data_path,
+        total_frames,
+    })
+}
+
+/// The directory under which `data_path` places the Parquet files: its part before the
+/// first placeholder.
+fn data_root(dir: &Path, data_path: &str) -> Result<PathBuf> {
+    let fixed = &data_path[..data_path.find('{').unwrap_or(data_path.len())];
+    let root = fixed.rsplit_once('/').map_or("", |(d, _)| d);
+    let rel = Path::new(root);
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        bail!(
+            "{}: key `data_path` is `{data_path}`, which leads out of the dataset directory",
+            dir.join(INFO).display()
+        );
+    }
+    Ok(dir.join(rel))
+}
+
+/// Every `.parquet` file under `root`, sorted.
+fn parquet_files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let entries =
+        std::fs::read_dir(root).with_context(|| format!("cannot list {}", root.display()))?;
+    for e in entries {
+        let p = e
+            .with_context(|| format!("cannot list {}", root.display()))?
+            .path();
+        if p.is_dir() {
+            parquet_files(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(())
+}
+
+/// The features that become the observation, checked against what laq can read.
+fn state_features<'a>(
+    info: &'a Info,
+    at: &str,
+    pick: Option<&[String]>,
+) -> Result<Vec<(String, &'a Feature)>> {
+    let readable: Vec<&str> = info
+        .features
+        .iter()
+        .filter(|(_, f)| f.numeric() && f.shape.len() == 1)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let names: Vec<String> = match pick {
+        Some([]) => bail!(
+            "--obs-keys names no feature; features that can be: {}",
+            readable.join(", ")
+        ),
+        Some(p) => p.to_vec(),
+        None => vec![STATE.to_string()],
+    };
+    let mut out = vec![];
+    for (i, name) in names.iter().enumerate() {
+        if names[..i].contains(name) {
+            bail!("--obs-keys names `{name}` twice");
+        }
+        let Some(f) = info.features.get(name) else {
+            let how = if pick.is_none() {
+                "; name the features to use with --obs-keys"
+            } else {
+                ""
+            };
+            bail!(
+                "{at}: no feature `{name}`{how} (features that can be observations: {})",
+                readable.join(", ")
+            );
+        };
+        if f.camera() {
+            bail!(
+                "{at}: feature `{name}` is a camera (dtype {}): decoding {} is not supported \
+                 yet; observations can be the features {}",
+                f.dtype,
+                if f.dtype == "video" {
+                    "videos"
+                } else {
+                    "images"
+                },
+                readable.join(", ")
+            );
+        }
+        if !f.numeric() {
+            bail!(
+                "{at}: feature `{name}` has dtype {}, expected numbers",
+                f.dtype
+            );
+        }
+        if f.shape.len() != 1 || f.shape[0] == 0 {
+            bail!(
+                "{at}: feature `{name}` has shape {:?}; observations are read from features \
+                 of one dimension",
+                f.shape
+            );
+        }
+        out.push((name.clone(), f));
+    }
+    Ok(out)
+}
+
+/// A column to read from every data file.
+struct Column {
+    name: String,
+    /// Values per row: the product of the feature's shape (1 for `episode_index` and
+    /// `frame_index`, which need not be listed as features).
+    width: usize,
+    shape: Vec<usize>,
+}
+
+/// The values of one row's field as f64, or why not.
+fn values(f: &Field, out: &mut Vec<f64>) -> std::result::Result<(), String> {
+    let one = |f: &Field| -> std::result::Result<f64, String> {
+        Ok(match *f {
+            Field::Bool(b) => f64::from(u8::from(b)),
+            Field::Byte(x) => x.into(),
+            Field::Short(x) => x.into(),
+            Field::Int(x) => x.into(),
+            Field::Long(x) => x as f64,
+            Field::UByte(x) => x.into(),
+            Field::UShort(x) => x.into(),
+            Field::UInt(x) => x.into(),
+            Field::ULong(x) => x as f64,
+            Field::Float16(x) => x.to_f64(),
+            Field::Float(x) => x.into(),
+            Field::Double(x) => x,
+            Field::Null => return Err("a null value".into()),
+            Field::ListInternal(_) => return Err("a list inside a list".into()),
+            Field::Group(_) => return Err("a struct".into()),
+            Field::Str(_) => return Err("a string".into()),
+            _ => return Err(format!("{f:?}, not a number")),
+        })
+    };
+    match f {
+        Field::ListInternal(l) => {
+            for e in l.elements() {
+                out.push(one(e)?);
+            }
+        }
+        f => out.push(one(f)?),
+    }
+    Ok(())
+}
+
+/// The frames of all data files: for each column, its values row after row.
+struct Frames {
+    cols: Vec<Vec<f64>>,
+    /// The file of each frame (an index into `files`).
+    file: Vec<u32>,
+    files: Vec<PathBuf>,
+}
+
+fn read_file(path: &Path, columns: &[Column], frames: &mut Frames) -> Result<()> {
+    let at = path.display();
+    let f = std::fs::File::open(path).with_context(|| format!("cannot read {at}"))?;
+    let reader = SerializedFileReader::new(f)
+        .map_err(|e| anyhow!("{at}: not a readable Parquet file ({e})"))?;
+    let schema = reader.metadata().file_metadata().schema();
+    let fields = schema.get_fields();
+    let mut picked = vec![];
+    for c in columns {
+        let Some(t) = fields.iter().find(|t| t.name() == c.name) else {
+            let have: Vec<&str> = fields.iter().map(|t| t.name()).collect();
+            bail!(
+                "{at}: no column `{}` (columns: {})",
+                c.name,
+                have.join(", ")
+            );
+        };
+        picked.push(Arc::clone(t));
+    }
+    let projection = Type::group_type_builder(schema.name())
+        .with_fields(picked)
+        .build()
+        .map_err(|e| anyhow!("{at}: cannot select columns ({e})"))?;
+    let slot: HashMap<&str, usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
+    let file_no = u32::try_from(frames.files.len()).context("too many data files")?;
+    frames.files.push(path.to_path_buf());
+    let rows = reader
+        .get_row_iter(Some(projection))
+        .map_err(|e| anyhow!("{at}: cannot read ({e})"))?;
+    let mut buf = vec![];
+    for (r, row) in rows.enumerate() {
+        let row: Row = row.map_err(|e| anyhow!("{at}: row {r}: cannot read ({e})"))?;
+        for (name, field) in row.get_column_iter() {
+            let Some(&i) = slot.get(name.as_str()) else {
+                continue;
+            };
+            let c = &columns[i];
+            buf.clear();
+            values(field, &mut buf)
+                .map_err(|why| anyhow!("{at}: row {r}: key `{name}` holds {why}"))?;
+            if buf.len() != c.width {
+                bail!(
+                    "{at}: row {r}: key `{name}` holds {} values, where {INFO} gives shape \
+                     {:?}",
+                    buf.len(),
+                    c.shape
+                );
+            }
+            if let Some(x) = buf.iter().find(|x| !x.is_finite()) {
+                bail!("{at}: row {r}: key `{name}` holds a non-finite value ({x})");
+            }
+            frames.cols[i].extend_from_slice(&buf);
+        }
+        frames.file.push(file_no);
+    }
+    Ok(())
+}
+
+/// Reads the LeRobot dataset directory `dir`: the observation from `observation.state` or
+/// the features `obs_keys` names, the rewards as `reward` says.
+pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> Result<LeRobot> {
+    let info = info(dir)?;
+    let info_at = dir.join(INFO).display().to_string();
+    let state = state_features(&info, &info_at, obs_keys)?;
+    let mut notes = vec![];
+
+    // The ways to give rewards, for the errors that ask for them.
+    let reward_options = || {
+        let scalars: Vec<&str> = info
+            .features
+            .iter()
+            .filter(|(_, f)| f.numeric() && f.width() == 1)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        format!(
+            "choose where the rewards come from with --reward: `episode-end` (1 on the last \
+             transition of each episode), a `.csv` file of rewarded `episode,step` pairs, or \
+             a feature of one value per frame (here: {})",
+            scalars.join(", ")
+        )
+    };
+    let reward_key = match reward {
+        RewardSource::Key(k) if k == "rewards" => {
+            if !info.features.contains_key(REWARD) {
+                bail!(
+                    "{info_at}: no rewards: the dataset has no `{REWARD}` feature; {}",
+                    reward_options()
+                );
+            }
+            Some(REWARD.to_string())
+        }
+        RewardSource::Key(k) => {
+            let Some(f) = info.features.get(k) else {
+                bail!(
+                    "{info_at}: no feature `{k}` (--reward); {}",
+                    reward_options()
+                );
+            };
+            if !f.numeric() || f.width() != 1 {
+                bail!(
+                    "{info_at}: feature `{k}` (--reward) has dtype {} and shape {:?}, expected \
+                     one number per frame",
+                    f.dtype,
+                    f.shape
+                );
+            }
+            Some(k.clone())
+        }
+        RewardSource::EpisodeEnd | RewardSource::Csv(_) => None,
+    };
+    let done = match info.features.get(DONE) {
+        Some(f) if f.numeric() && f.width() == 1 => true,
+        Some(f) => bail!(
+            "{info_at}: feature `{DONE}` has dtype {} and shape {:?}, expected one flag per \
+             frame",
+            f.dtype,
+            f.shape
+        ),
+        None => {
+            notes.push(format!(
+                "no `{DONE}`: every episode's end is taken for a timeout"
+            ));
+            false
+        }
+    };
+    let action = match info.features.get(ACTION) {
+        Some(f) if f.numeric() && f.shape.len() == 1 && f.width() > 0 => Some(f),
+        Some(f) => {
+            notes.push(format!(
+                "`{ACTION}` (dtype {}, shape {:?}) left out: actions are read when they are \
+                 numbers of one dimension",
+                f.dtype, f.shape
+            ));
+            None
+        }
+        None => None,
+    };
+
+    let mut columns = vec![
+        Column {
+            name: EPISODE.into(),
+            width: 1,
+            shape: vec![1],
+        },
+        Column {
+            name: FRAME.into(),
+            width: 1,
+            shape: vec![1],
+        },
+    ];
+    // A feature may serve twice (an observation and the actions, a flag and the
+    // rewards): it is read once.
+    let mut column = |name: &str, f: &Feature| {
+        if let Some(i) = columns.iter().position(|c| c.name == name) {
+            return i;
+        }
+        columns.push(Column {
+            name: name.into(),
+            width: f.width(),
+            shape: f.shape.clone(),
+        });
+        columns.len() - 1
+    };
+    let state_cols: Vec<usize> = state.iter().map(|(n, f)| column(n, f)).collect();
+    let reward_col = reward_key.as_ref().map(|k| column(k, &info.features[k]));
+    let done_col = done.then(|| column(DONE, &info.features[DONE]));
+    let action_col = action.map(|f| column(ACTION, f));
+
+    let root = data_root(dir, &info.data_path)?;
+    let mut files = vec![];
+    if root.is_dir() {
+        parquet_files(&root, &mut files)?;
+    }
+    if files.is_empty() {
+        bail!(
+            "{}: no Parquet files (where key `data_path` of {info_at}, `{}`, places them)",
+            root.display(),
+            info.data_path
+        );
+    }
+    let mut frames = Frames {
+        cols: vec![vec![]; columns.len()],
+        file: vec![],
+        files: vec![],
+    };
+    for f in &files {
+        read_file(f, &columns, &mut frames)?;
+    }
+    let n = frames.file.len();
+    if let Some(t) = info.total_frames {
+        if t != n as u64 {
+            bail!(
+                "{info_at}: key `total_frames` is {t}, but the Parquet files under {} hold {n} \
+                 frames (a file missing or cut short?)",
+                root.display()
+            );
+        }
+    }
+    if n == 0 {
+        bail!("{}: the Parquet files hold no frames", root.display());
+    }
+
+    // Frames in episode order, then time order within each episode.
+    let index = |c: usize, name: &str| -> Result<Vec<u64>> {
+        frames.cols[c]
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                if x >= 0.0 && x.fract() == 0.0 {
+                    Ok(x as u64)
+                } else {
+                    bail!(
+                        "{}: key `{name}` is {x} in a row, expected a whole number",
+                        frames.files[frames.file[i] as usize].display()
+                    )
+                }
+            })
+            .collect()
+    };
+    let ep = index(0, EPISODE)?;
+    let fr = index(1, FRAME)?;
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (ep[i], fr[i]));
+    let mut episodes: Vec<&[usize]> = vec![];
+    let mut start = 0;
+    for k in 1..=n {
+        if k == n || ep[order[k]] != ep[order[start]] {
+            episodes.push(&order[start..k]);
+            start = k;
+        }
+    }
+    for e in &episodes {
+        for w in e.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if fr[b] != fr[a] + 1 {
+                let file = |i: usize| frames.files[frames.file[i] as usize].display();
+                let what = if fr[b] == fr[a] {
+                    format!("appears twice (in {} and {})", file(a), file(b))
+                } else {
+                    format!("is followed by frame {} (frames missing)", fr[b])
+                };
+                bail!(
+                    "episode {}: frame {} (`{FRAME}`) {what}",
+                    ep[a],
+                    fr[a]
+                );
+            }
+        }
+    }
+
+    let width: usize = state.iter().map(|(_, f)| f.width()).sum();
+    let obs_of = |i: usize, out: &mut Vec<f32>| {
+        for ((_, f), &c) in state.iter().zip(&state_cols) {
+            let w = f.width();
+            out.extend(frames.cols[c][i * w..(i + 1) * w].iter().map(|&x| x as f32));
+        }
+    };
+    let flag = |c: Option<usize>, i: usize| c.is_some_and(|c| frames.cols[c][i] != 0.0);
+    if let Some(c) = done_col {
+        if let Some(i) = (0..n).find(|&i| !matches!(frames.cols[c][i], 0.0 | 1.0)) {
+            bail!(
+                "{}: key `{DONE}` is {} in a row, expected true or false",
+                frames.files[frames.file[i] as usize].display(),
+                frames.cols[c][i]
+            );
+        }
+    }
+    let (mut o, mut nx, mut rew, mut term, mut tout, mut missing, mut ids) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut act: Vec<f64> = vec![];
+    let adim = action.map_or(0, |f| f.width());
+    let (mut dropped, mut early) = (0, 0);
+    for e in &episodes {
+        for (t, &i) in e.iter().enumerate() {
+            let last = t + 1 == e.len();
+            let terminal = flag(done_col, i);
+            if last && !terminal {
+                // A timeout: the log stops without a next observation for this frame.
+                dropped += 1;
+                if let Some(p) = tout.last_mut().filter(|_| t > 0) {
+                    *p = true;
+                }
+                continue;
+            }
+            if terminal && !last {
+                early += 1;
+            }
+            obs_of(i, &mut o);
+            obs_of(if last { i } else { e[t + 1] }, &mut nx);
+            rew.push(reward_col.map_or(0.0, |c| frames.cols[c][i] as f32));
+            term.push(terminal);
+            tout.push(false);
+            missing.push(last);
+            ids.push((ep[i], fr[i]));
+            if let Some(c) = action_col {
+                act.extend_from_slice(&frames.cols[c][i * adim..(i + 1) * adim]);
+            }
+        }
+    }
+    if rew.is_empty() {
+        bail!(
+            "{}: no transition: every episode is a single frame that ends without `{DONE}`",
+            dir.display()
+        );
+    }
+    if let Some(i) = rew.iter().position(|r| !r.is_finite()) {
+        bail!(
+            "key `{}`: episode {} frame {} holds a reward beyond the range of f32",
+            reward_key.unwrap_or_default(),
+            ids[i].0,
+            ids[i].1
+        );
+    }
+    if early > 0 {
+        notes.push(format!(
+            "{early} frames have `{DONE}` before their episode's last frame: their \
+             transitions are terminal, and the frames after them start new episodes"
+        ));
+    }
+    let actions = action.map(|f| {
+        if f.integer() && adim == 1 && act.iter().all(|&a| a >= 0.0) {
+            Actions::Discrete(act.iter().map(|&a| a as i64).collect())
+        } else {
+            Actions::Continuous {
+                dim: adim,
+                values: act.iter().map(|&a| a as f32).collect(),
+            }
+        }
+    });
+    if state.len() > 1 || obs_keys.is_some() {
+        notes.push(format!(
+            "observations: features {} side by side",
+            state
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let cameras: Vec<&str> = info
+        .features
+        .iter()
+        .filter(|(_, f)| f.camera())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if !cameras.is_empty() {
+        notes.push(format!("cameras left out: {}", cameras.join(", ")));
+    }
+    let any_missing = missing.iter().any(|&m| m);
+    let data = Dataset {
+        obs_shape: vec![width],
+        observations: o.into(),
+        next_observations: nx.into(),
+        rewards: rew,
+        terminals: term,
+        timeouts: Some(tout),
+        next_missing: any_missing.then_some(missing),
+        actions,
+    };
+    // The checks every dataset passes, so that a converted file is one that loads.
+    let data = Dataset::from_arrays(data.to_arrays())
+        .with_context(|| format!("{}: the transitions read are invalid", dir.display()))?;
+    Ok(LeRobot {
+        data,
+        episodes: episodes.len(),
+        dropped,
+        ids,
+        notes,
+    })
+}
