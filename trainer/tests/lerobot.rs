@@ -181,7 +181,10 @@ fn data_file(path: &Path, frames: &[&Frame], reward: bool, state_len: usize, wit
         "timestamp",
         frames.iter().map(|f| f.frame as f32 / 10.0).collect(),
     ));
-    cols.push(Col::I64("frame_index", frames.iter().map(|f| f.frame).collect()));
+    cols.push(Col::I64(
+        "frame_index",
+        frames.iter().map(|f| f.frame).collect(),
+    ));
     cols.push(Col::I64(
         "episode_index",
         frames.iter().map(|f| f.episode).collect(),
@@ -194,7 +197,10 @@ fn data_file(path: &Path, frames: &[&Frame], reward: bool, state_len: usize, wit
             frames.iter().map(|f| f.reward).collect(),
         ));
     }
-    cols.push(Col::Bool("next.done", frames.iter().map(|f| f.done).collect()));
+    cols.push(Col::Bool(
+        "next.done",
+        frames.iter().map(|f| f.done).collect(),
+    ));
     write_parquet(path, &cols);
 }
 
@@ -317,7 +323,10 @@ fn lerobot_directory_reads_directly_and_v_rises_towards_the_goal() {
         let out = laq(&["inspect", d, "--obs-keys", keys]);
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && e.contains(needle), "{e}");
-        assert!(e.contains("info.json") && e.trim().lines().count() == 1, "{e}");
+        assert!(
+            e.contains("info.json") && e.trim().lines().count() == 1,
+            "{e}"
+        );
     }
     // Features side by side.
     let report = ok(&["inspect", d, "--obs-keys", "observation.state,action"]);
@@ -337,7 +346,13 @@ fn lerobot_without_rewards_asks_for_a_source() {
     let out = laq(&["inspect", d]);
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{e}");
-    for needle in ["info.json", "no rewards", "next.reward", "episode-end", ".csv"] {
+    for needle in [
+        "info.json",
+        "no rewards",
+        "next.reward",
+        "episode-end",
+        ".csv",
+    ] {
         assert!(e.contains(needle), "{needle}: {e}");
     }
     assert_eq!(e.trim().lines().count(), 1, "{e}");
@@ -458,10 +473,7 @@ fn broken_lerobot_datasets_are_refused_in_one_line() {
     let dir = fresh("not-json");
     std::fs::write(dir.join("meta/info.json"), "{\"codebase_version\": ").unwrap();
     let e = error(&dir);
-    assert!(
-        e.contains("meta/info.json: not valid JSON"),
-        "{e}"
-    );
+    assert!(e.contains("meta/info.json: not valid JSON"), "{e}");
 
     let dir = fresh("truncated");
     let file = dir.join("data/chunk-000/file-000.parquet");
@@ -472,9 +484,12 @@ fn broken_lerobot_datasets_are_refused_in_one_line() {
         e.contains("file-000.parquet: not a readable Parquet file"),
         "{e}"
     );
-    // Damaged data pages behind an intact footer.
+    // Damaged data pages behind an intact footer (its length is the 4 bytes before the
+    // closing magic number).
+    let tail = bytes.len() - 8;
+    let footer = u32::from_le_bytes(bytes[tail..tail + 4].try_into().unwrap()) as usize;
     let mut bad = bytes.clone();
-    for b in &mut bad[4..bytes.len() / 2] {
+    for b in &mut bad[4..tail - footer] {
         *b ^= 0x5a;
     }
     std::fs::write(&file, &bad).unwrap();
@@ -530,4 +545,41 @@ fn broken_lerobot_datasets_are_refused_in_one_line() {
     std::fs::remove_dir_all(dir.join("data")).unwrap();
     let e = error(&dir);
     assert!(e.contains("no Parquet files"), "{e}");
+}
+
+#[test]
+fn damaged_parquet_bytes_give_errors_not_panics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    small(&dir);
+    let file = dir.join("data/chunk-000/file-000.parquet");
+    let bytes = std::fs::read(&file).unwrap();
+    let opts = laq::data::read::ReadOptions::default();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(99);
+    let mut errors = 0;
+    for k in 0..4000 {
+        // One to three bytes changed, and now and then the file cut short.
+        let mut bad = bytes.clone();
+        for _ in 0..1 + k % 3 {
+            let at = rng.random_range(0..bytes.len());
+            bad[at] ^= rng.random_range(1..=255u8);
+        }
+        if k % 7 == 0 {
+            bad.truncate(rng.random_range(0..bytes.len()));
+        }
+        std::fs::write(&file, &bad).unwrap();
+        match std::panic::catch_unwind(|| laq::data::read::read(&dir, &opts)) {
+            Err(_) => panic!("panicked on damaged bytes (try {k})"),
+            Ok(Err(e)) => {
+                let e = format!("{e:#}");
+                assert!(
+                    e.contains("file-000.parquet") || e.contains("info.json"),
+                    "{e}"
+                );
+                errors += 1;
+            }
+            Ok(Ok(_)) => {}
+        }
+    }
+    assert!(errors > 1000, "{errors} errors");
 }

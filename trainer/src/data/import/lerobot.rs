@@ -6,20 +6,21 @@
 //! names its episode (`episode_index`) and its place in it (`frame_index`), so the
 //! per-episode tables of `meta/episodes/` are not needed to rebuild the episodes.
 //!
-//! Parquet is read by the `parquet` crate through its row API, without Arrow, which would
-//! double the compile time for nothing laq needs; Snappy, LeRobot's compression, is
-//! built in. Videos are not decoded.
+//! Parquet is read by the `parquet` crate through its column readers, without Arrow, which
+//! would double the compile time for nothing laq needs; Snappy, LeRobot's compression, is
+//! built in (zstd would compile a C library). Videos are not decoded.
 
 use super::super::read::RewardSource;
 use crate::data::{Actions, Dataset};
 use anyhow::{anyhow, bail, Context, Result};
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
+use parquet::data_type::DataType;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use parquet::record::{Field, Row};
-use parquet::schema::types::Type;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::Once;
 
 /// The one version of the layout read here: v2.x keeps one file per episode and other
 /// paths, and a later version may change either.
@@ -155,12 +156,13 @@ fn info(dir: &Path) -> Result<Info> {
         Some(Value::String(s)) => s.clone(),
         Some(other) => bail!("{at}: key `data_path` is {other}, expected a string"),
     };
-    let total_frames = match root.get("total_frames") {
-        None => None,
-        Some(t) => Some(t.as_u64().ok_or_else(|| {
-            anyhow!("{at}: key `total_frames` is {t}, expected a whole number")
-        })?),
-    };
+    let total_frames =
+        match root.get("total_frames") {
+            None => None,
+            Some(t) => Some(t.as_u64().ok_or_else(|| {
+                anyhow!("{at}: key `total_frames` is {t}, expected a whole number")
+            })?),
+        };
     Ok(Info {
         features,
         data_path,
@@ -281,40 +283,6 @@ struct Column {
     shape: Vec<usize>,
 }
 
-/// The values of one row's field as f64, or why not.
-fn values(f: &Field, out: &mut Vec<f64>) -> std::result::Result<(), String> {
-    let one = |f: &Field| -> std::result::Result<f64, String> {
-        Ok(match *f {
-            Field::Bool(b) => f64::from(u8::from(b)),
-            Field::Byte(x) => x.into(),
-            Field::Short(x) => x.into(),
-            Field::Int(x) => x.into(),
-            Field::Long(x) => x as f64,
-            Field::UByte(x) => x.into(),
-            Field::UShort(x) => x.into(),
-            Field::UInt(x) => x.into(),
-            Field::ULong(x) => x as f64,
-            Field::Float16(x) => x.to_f64(),
-            Field::Float(x) => x.into(),
-            Field::Double(x) => x,
-            Field::Null => return Err("a null value".into()),
-            Field::ListInternal(_) => return Err("a list inside a list".into()),
-            Field::Group(_) => return Err("a struct".into()),
-            Field::Str(_) => return Err("a string".into()),
-            _ => return Err(format!("{f:?}, not a number")),
-        })
-    };
-    match f {
-        Field::ListInternal(l) => {
-            for e in l.elements() {
-                out.push(one(e)?);
-            }
-        }
-        f => out.push(one(f)?),
-    }
-    Ok(())
-}
-
 /// The frames of all data files: for each column, its values row after row.
 struct Frames {
     cols: Vec<Vec<f64>>,
@@ -323,64 +291,233 @@ struct Frames {
     files: Vec<PathBuf>,
 }
 
+/// A leaf column's values, widened to f64.
+fn read_leaf(
+    r: ColumnReader,
+    rows: usize,
+    unsigned: bool,
+    def: &mut Vec<i16>,
+    rep: &mut Vec<i16>,
+) -> parquet::errors::Result<Vec<f64>> {
+    fn all<T: DataType>(
+        mut r: ColumnReaderImpl<T>,
+        rows: usize,
+        def: &mut Vec<i16>,
+        rep: &mut Vec<i16>,
+        wide: impl Fn(&T::T) -> f64,
+    ) -> parquet::errors::Result<Vec<f64>>
+    where
+        T::T: Clone,
+    {
+        let mut values: Vec<T::T> = vec![];
+        let mut got = 0;
+        while got < rows {
+            let (records, _, _) =
+                r.read_records(rows - got, Some(&mut *def), Some(&mut *rep), &mut values)?;
+            if records == 0 {
+                break;
+            }
+            got += records;
+        }
+        Ok(values.iter().map(wide).collect())
+    }
+    match r {
+        ColumnReader::BoolColumnReader(r) => all(r, rows, def, rep, |&b| f64::from(u8::from(b))),
+        ColumnReader::Int32ColumnReader(r) if unsigned => {
+            all(r, rows, def, rep, |&x| f64::from(x as u32))
+        }
+        ColumnReader::Int32ColumnReader(r) => all(r, rows, def, rep, |&x| f64::from(x)),
+        ColumnReader::Int64ColumnReader(r) if unsigned => {
+            all(r, rows, def, rep, |&x| x as u64 as f64)
+        }
+        ColumnReader::Int64ColumnReader(r) => all(r, rows, def, rep, |&x| x as f64),
+        ColumnReader::FloatColumnReader(r) => all(r, rows, def, rep, |&x| f64::from(x)),
+        ColumnReader::DoubleColumnReader(r) => all(r, rows, def, rep, |&x| x),
+        _ => unreachable!("the physical type is checked before"),
+    }
+}
+
+thread_local! {
+    /// Whether this thread is decoding a Parquet file, whose panics [`guarded`] reports.
+    static DECODING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, with a panic turned into its message. The Parquet decoder meets some damaged
+/// pages with a panic rather than an error, and a damaged file must be one clear error:
+/// so the panic is caught, and its default report (several lines on stderr) is left out
+/// for this thread only.
+fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !DECODING.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    DECODING.with(|d| d.set(true));
+    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    DECODING.with(|d| d.set(false));
+    got.map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into())
+    })
+}
+
+/// Reads `columns` from the Parquet file `path` into `frames`.
+///
+/// Through the column readers rather than the row API: the row API asserts on levels
+/// that a damaged page decodes to, where a damaged file must be an error.
 fn read_file(path: &Path, columns: &[Column], frames: &mut Frames) -> Result<()> {
     let at = path.display();
     let f = std::fs::File::open(path).with_context(|| format!("cannot read {at}"))?;
+    let file_len = f
+        .metadata()
+        .with_context(|| format!("cannot read {at}"))?
+        .len();
     let reader = SerializedFileReader::new(f)
         .map_err(|e| anyhow!("{at}: not a readable Parquet file ({e})"))?;
-    let schema = reader.metadata().file_metadata().schema();
-    let fields = schema.get_fields();
-    let mut picked = vec![];
+    let schema = reader.metadata().file_metadata().schema_descr();
+    let top: Vec<&str> = schema
+        .root_schema()
+        .get_fields()
+        .iter()
+        .map(|t| t.name())
+        .collect();
+    // The leaf column holding each column's values, and whether it is unsigned.
+    let mut leaves = vec![];
     for c in columns {
-        let Some(t) = fields.iter().find(|t| t.name() == c.name) else {
-            let have: Vec<&str> = fields.iter().map(|t| t.name()).collect();
+        let name = c.name.as_str();
+        let found: Vec<usize> = (0..schema.num_columns())
+            .filter(|&i| schema.column(i).path().parts().first().map(String::as_str) == Some(name))
+            .collect();
+        let &[leaf] = &found[..] else {
+            if found.is_empty() {
+                bail!("{at}: no column `{name}` (columns: {})", top.join(", "));
+            }
             bail!(
-                "{at}: no column `{}` (columns: {})",
-                c.name,
-                have.join(", ")
+                "{at}: key `{name}` is a struct of {} columns, expected numbers",
+                found.len()
             );
         };
-        picked.push(Arc::clone(t));
+        let d = schema.column(leaf);
+        if d.max_rep_level() > 1 {
+            bail!("{at}: key `{name}` holds lists of lists, expected numbers or a list of them");
+        }
+        use parquet::basic::{ConvertedType, LogicalType, Type as Physical};
+        if !matches!(
+            d.physical_type(),
+            Physical::BOOLEAN
+                | Physical::INT32
+                | Physical::INT64
+                | Physical::FLOAT
+                | Physical::DOUBLE
+        ) {
+            bail!(
+                "{at}: key `{name}` holds {} values, expected numbers",
+                d.physical_type()
+            );
+        }
+        let unsigned = matches!(
+            d.logical_type_ref(),
+            Some(LogicalType::Integer {
+                is_signed: false,
+                ..
+            })
+        ) || matches!(
+            d.converted_type(),
+            ConvertedType::UINT_8
+                | ConvertedType::UINT_16
+                | ConvertedType::UINT_32
+                | ConvertedType::UINT_64
+        );
+        leaves.push((leaf, d.max_def_level(), d.max_rep_level(), unsigned));
     }
-    let projection = Type::group_type_builder(schema.name())
-        .with_fields(picked)
-        .build()
-        .map_err(|e| anyhow!("{at}: cannot select columns ({e})"))?;
-    let slot: HashMap<&str, usize> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.name.as_str(), i))
-        .collect();
     let file_no = u32::try_from(frames.files.len()).context("too many data files")?;
     frames.files.push(path.to_path_buf());
-    let rows = reader
-        .get_row_iter(Some(projection))
-        .map_err(|e| anyhow!("{at}: cannot read ({e})"))?;
-    let mut buf = vec![];
-    for (r, row) in rows.enumerate() {
-        let row: Row = row.map_err(|e| anyhow!("{at}: row {r}: cannot read ({e})"))?;
-        for (name, field) in row.get_column_iter() {
-            let Some(&i) = slot.get(name.as_str()) else {
-                continue;
+    let mut first_row = 0usize;
+    let (mut def, mut rep) = (vec![], vec![]);
+    for g in 0..reader.num_row_groups() {
+        let rg = reader
+            .get_row_group(g)
+            .map_err(|e| anyhow!("{at}: row group {g}: cannot read ({e})"))?;
+        let rows = usize::try_from(rg.metadata().num_rows())
+            .map_err(|_| anyhow!("{at}: row group {g}: a negative row count"))?;
+        for (k, (c, &(leaf, max_def, max_rep, unsigned))) in columns.iter().zip(&leaves).enumerate()
+        {
+            let name = &c.name;
+            let cannot = |e: String| anyhow!("{at}: key `{name}`: cannot read ({e})");
+            // Checked here, as the reader asserts it: a damaged footer may place a column
+            // anywhere.
+            let chunk = rg.metadata().column(leaf);
+            let start = chunk
+                .dictionary_page_offset()
+                .unwrap_or(chunk.data_page_offset());
+            let len = chunk.compressed_size();
+            if start < 0 || len < 0 || start.saturating_add(len) as u64 > file_len {
+                return Err(cannot(format!(
+                    "row group {g} places it at bytes {start}..+{len}, outside the file's \
+                     {file_len} bytes"
+                )));
+            }
+            let r = rg
+                .get_column_reader(leaf)
+                .map_err(|e| cannot(e.to_string()))?;
+            def.clear();
+            rep.clear();
+            let values = read_leaf(r, rows, unsigned, &mut def, &mut rep)
+                .map_err(|e| cannot(e.to_string()))?;
+            // Rows from the levels: a row starts at each repetition level 0, and a value
+            // is present where the definition level is the highest.
+            let levels = if max_def == 0 {
+                values.len()
+            } else {
+                def.len()
             };
-            let c = &columns[i];
-            buf.clear();
-            values(field, &mut buf)
-                .map_err(|why| anyhow!("{at}: row {r}: key `{name}` holds {why}"))?;
-            if buf.len() != c.width {
-                bail!(
-                    "{at}: row {r}: key `{name}` holds {} values, where {INFO} gives shape \
-                     {:?}",
-                    buf.len(),
-                    c.shape
-                );
+            let mut counts: Vec<usize> = Vec::with_capacity(rows);
+            for l in 0..levels {
+                if max_rep == 0 || rep.get(l).copied().unwrap_or(0) == 0 {
+                    counts.push(0);
+                }
+                let present = max_def == 0 || def.get(l) == Some(&max_def);
+                if let (true, Some(n)) = (present, counts.last_mut()) {
+                    *n += 1;
+                }
             }
-            if let Some(x) = buf.iter().find(|x| !x.is_finite()) {
-                bail!("{at}: row {r}: key `{name}` holds a non-finite value ({x})");
+            let total: usize = counts.iter().sum();
+            if counts.len() != rows || total != values.len() {
+                return Err(cannot(format!(
+                    "{} rows and {} values decoded, where row group {g} records {rows} rows \
+                     and its levels {total} values",
+                    counts.len(),
+                    values.len()
+                )));
             }
-            frames.cols[i].extend_from_slice(&buf);
+            let mut v = 0;
+            for (r, &n) in counts.iter().enumerate() {
+                let row = first_row + r;
+                if n != c.width {
+                    if n == 0 {
+                        bail!("{at}: row {row}: key `{name}` is null or empty");
+                    }
+                    bail!(
+                        "{at}: row {row}: key `{name}` holds {n} values, where {INFO} gives \
+                         shape {:?}",
+                        c.shape
+                    );
+                }
+                if let Some(x) = values[v..v + n].iter().find(|x| !x.is_finite()) {
+                    bail!("{at}: row {row}: key `{name}` holds a non-finite value ({x})");
+                }
+                v += n;
+            }
+            frames.cols[k].extend_from_slice(&values);
         }
-        frames.file.push(file_no);
+        frames.file.extend(std::iter::repeat_n(file_no, rows));
+        first_row += rows;
     }
     Ok(())
 }
@@ -513,7 +650,12 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
         files: vec![],
     };
     for f in &files {
-        read_file(f, &columns, &mut frames)?;
+        guarded(|| read_file(f, &columns, &mut frames)).map_err(|why| {
+            anyhow!(
+                "{}: the Parquet decoder failed on it ({why}); a damaged file?",
+                f.display()
+            )
+        })??;
     }
     let n = frames.file.len();
     if let Some(t) = info.total_frames {
@@ -561,16 +703,26 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
     for e in &episodes {
         for w in e.windows(2) {
             let (a, b) = (w[0], w[1]);
-            if fr[b] != fr[a] + 1 {
+            if fr[a].checked_add(1) != Some(fr[b]) {
                 let file = |i: usize| frames.files[frames.file[i] as usize].display();
-                let what = if fr[b] == fr[a] {
-                    format!("appears twice (in {} and {})", file(a), file(b))
-                } else {
-                    format!("is followed by frame {} (frames missing)", fr[b])
-                };
+                if fr[b] == fr[a] {
+                    let also = if frames.file[a] == frames.file[b] {
+                        String::new()
+                    } else {
+                        format!(" (also in {})", file(a))
+                    };
+                    bail!(
+                        "{}: episode {}: frame {} (`{FRAME}`) appears twice{also}",
+                        file(b),
+                        ep[b],
+                        fr[b]
+                    );
+                }
                 bail!(
-                    "episode {}: frame {} (`{FRAME}`) {what}",
-                    ep[a],
+                    "{}: episode {}: frame {} (`{FRAME}`) follows frame {}: frames missing",
+                    file(b),
+                    ep[b],
+                    fr[b],
                     fr[a]
                 );
             }
@@ -616,7 +768,17 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
             }
             obs_of(i, &mut o);
             obs_of(if last { i } else { e[t + 1] }, &mut nx);
-            rew.push(reward_col.map_or(0.0, |c| frames.cols[c][i] as f32));
+            let r = reward_col.map_or(0.0, |c| frames.cols[c][i] as f32);
+            if !r.is_finite() {
+                bail!(
+                    "{}: key `{}`: episode {} frame {} holds a reward beyond the range of f32",
+                    frames.files[frames.file[i] as usize].display(),
+                    reward_key.as_deref().unwrap_or_default(),
+                    ep[i],
+                    fr[i]
+                );
+            }
+            rew.push(r);
             term.push(terminal);
             tout.push(false);
             missing.push(last);
@@ -630,14 +792,6 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
         bail!(
             "{}: no transition: every episode is a single frame that ends without `{DONE}`",
             dir.display()
-        );
-    }
-    if let Some(i) = rew.iter().position(|r| !r.is_finite()) {
-        bail!(
-            "key `{}`: episode {} frame {} holds a reward beyond the range of f32",
-            reward_key.unwrap_or_default(),
-            ids[i].0,
-            ids[i].1
         );
     }
     if early > 0 {
