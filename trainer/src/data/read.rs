@@ -164,7 +164,8 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
     } else {
         if opts.obs_keys.is_some() {
             bail!(
-                "{}: --obs-keys applies to HDF5 sources; this file holds one observation array",
+                "{}: --obs-keys applies to HDF5 sources and LeRobot datasets; this file holds \
+                 one observation array",
                 path.display()
             );
         }

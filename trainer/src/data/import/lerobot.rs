@@ -477,7 +477,8 @@ fn read_file(path: &Path, columns: &[Column], frames: &mut Frames) -> Result<()>
             } else {
                 def.len()
             };
-            let mut counts: Vec<usize> = Vec::with_capacity(rows);
+            // Not sized from `rows`: a damaged footer may record any number.
+            let mut counts: Vec<usize> = Vec::with_capacity(levels);
             for l in 0..levels {
                 if max_rep == 0 || rep.get(l).copied().unwrap_or(0) == 0 {
                     counts.push(0);
