@@ -428,7 +428,10 @@ fn broken_lerobot_datasets_are_refused_in_one_line() {
 
     let dir = fresh("ok");
     let report = ok(&["inspect", dir.to_str().unwrap()]);
-    assert!(report.contains("5 transitions from 2 episodes"), "{report}");
+    assert!(
+        report.contains("5 transitions from 2 episodes (episode_index 0..=1)"),
+        "{report}"
+    );
     assert!(report.contains("1 rows left out"), "{report}");
 
     let dir = fresh("version");

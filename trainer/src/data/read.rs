@@ -214,10 +214,14 @@ fn read_lerobot(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
         r => derive_rewards(&mut lr.data, r)?,
     };
     lr.notes.extend(note);
+    let (first, last) = lr
+        .ids
+        .iter()
+        .fold((u64::MAX, 0), |(a, b), &(e, _)| (a.min(e), b.max(e)));
     lr.notes.insert(
         0,
         format!(
-            "{} transitions from {} episodes",
+            "{} transitions from {} episodes (episode_index {first}..={last})",
             lr.data.len(),
             lr.episodes
         ),
