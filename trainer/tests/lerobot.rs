@@ -473,6 +473,13 @@ fn broken_lerobot_datasets_are_refused_in_one_line() {
         "{e}"
     );
 
+    // A feature laq does not use may be described in ways it does not know.
+    let dir = fresh("extra");
+    edit_info(&dir, &|v| {
+        v["features"]["language_instruction"] = json!({"dtype": "string"});
+    });
+    ok(&["inspect", dir.to_str().unwrap()]);
+
     let dir = fresh("not-json");
     std::fs::write(dir.join("meta/info.json"), "{\"codebase_version\": ").unwrap();
     let e = error(&dir);

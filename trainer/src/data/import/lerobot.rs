@@ -93,8 +93,23 @@ impl Feature {
 /// What `meta/info.json` says that laq uses.
 struct Info {
     features: BTreeMap<String, Feature>,
+    /// Features whose description laq cannot read, with the error to give if one is
+    /// used: a feature laq does not use (a new kind, another tool's) must not stop the
+    /// reading.
+    broken: BTreeMap<String, String>,
     data_path: String,
     total_frames: Option<u64>,
+}
+
+impl Info {
+    /// The feature `name`, `None` if the dataset has none; an error if its description
+    /// cannot be read.
+    fn feature(&self, name: &str) -> Result<Option<&Feature>> {
+        if let Some(why) = self.broken.get(name) {
+            bail!("{why}");
+        }
+        Ok(self.features.get(name))
+    }
 }
 
 fn info(dir: &Path) -> Result<Info> {
@@ -123,33 +138,16 @@ fn info(dir: &Path) -> Result<Info> {
     let Some(feats) = feats.as_object() else {
         bail!("{at}: key `features` is not an object");
     };
-    let mut features = BTreeMap::new();
+    let (mut features, mut broken) = (BTreeMap::new(), BTreeMap::new());
     for (name, f) in feats {
-        let key = |k: &str| format!("features.{name}.{k}");
-        let dtype = match f.get("dtype") {
-            Some(Value::String(s)) => s.clone(),
-            Some(_) => bail!("{at}: key `{}` is not a string", key("dtype")),
-            None => bail!("{at}: missing key `{}`", key("dtype")),
-        };
-        let shape = match f.get("shape") {
-            Some(Value::Array(dims)) => dims
-                .iter()
-                .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
-                .collect::<Option<Vec<usize>>>()
-                .ok_or_else(|| {
-                    anyhow!(
-                        "{at}: key `{}` is {}, expected a list of whole numbers",
-                        key("shape"),
-                        f["shape"]
-                    )
-                })?,
-            Some(other) => bail!(
-                "{at}: key `{}` is {other}, expected a list of whole numbers",
-                key("shape")
-            ),
-            None => bail!("{at}: missing key `{}`", key("shape")),
-        };
-        features.insert(name.clone(), Feature { dtype, shape });
+        match feature(f, name) {
+            Ok(f) => {
+                features.insert(name.clone(), f);
+            }
+            Err(why) => {
+                broken.insert(name.clone(), format!("{at}: {why}"));
+            }
+        }
     }
     let data_path = match root.get("data_path") {
         None => DEFAULT_DATA_PATH.to_string(),
@@ -165,9 +163,39 @@ fn info(dir: &Path) -> Result<Info> {
         };
     Ok(Info {
         features,
+        broken,
         data_path,
         total_frames,
     })
+}
+
+/// One feature's description: `dtype` and `shape`.
+fn feature(f: &Value, name: &str) -> Result<Feature> {
+    let key = |k: &str| format!("features.{name}.{k}");
+    let dtype = match f.get("dtype") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => bail!("key `{}` is not a string", key("dtype")),
+        None => bail!("missing key `{}`", key("dtype")),
+    };
+    let shape = match f.get("shape") {
+        Some(Value::Array(dims)) => dims
+            .iter()
+            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| {
+                anyhow!(
+                    "key `{}` is {}, expected a list of whole numbers",
+                    key("shape"),
+                    f["shape"]
+                )
+            })?,
+        Some(other) => bail!(
+            "key `{}` is {other}, expected a list of whole numbers",
+            key("shape")
+        ),
+        None => bail!("missing key `{}`", key("shape")),
+    };
+    Ok(Feature { dtype, shape })
 }
 
 /// The directory under which `data_path` places the Parquet files: its part before the
@@ -232,7 +260,7 @@ fn state_features<'a>(
         if names[..i].contains(name) {
             bail!("--obs-keys names `{name}` twice");
         }
-        let Some(f) = info.features.get(name) else {
+        let Some(f) = info.feature(name)? else {
             let how = if pick.is_none() {
                 "; name the features to use with --obs-keys"
             } else {
@@ -548,7 +576,7 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
     };
     let reward_key = match reward {
         RewardSource::Key(k) if k == "rewards" => {
-            if !info.features.contains_key(REWARD) {
+            if info.feature(REWARD)?.is_none() {
                 bail!(
                     "{info_at}: no rewards: the dataset has no `{REWARD}` feature; {}",
                     reward_options()
@@ -557,7 +585,7 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
             Some(REWARD.to_string())
         }
         RewardSource::Key(k) => {
-            let Some(f) = info.features.get(k) else {
+            let Some(f) = info.feature(k)? else {
                 bail!(
                     "{info_at}: no feature `{k}` (--reward); {}",
                     reward_options()
@@ -575,7 +603,7 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
         }
         RewardSource::EpisodeEnd | RewardSource::Csv(_) => None,
     };
-    let done = match info.features.get(DONE) {
+    let done = match info.feature(DONE)? {
         Some(f) if f.numeric() && f.width() == 1 => true,
         Some(f) => bail!(
             "{info_at}: feature `{DONE}` has dtype {} and shape {:?}, expected one flag per \
@@ -590,7 +618,7 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
             false
         }
     };
-    let action = match info.features.get(ACTION) {
+    let action = match info.feature(ACTION)? {
         Some(f) if f.numeric() && f.shape.len() == 1 && f.width() > 0 => Some(f),
         Some(f) => {
             notes.push(format!(
