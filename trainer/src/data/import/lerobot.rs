@@ -6,11 +6,11 @@
 //! names its episode (`episode_index`) and its place in it (`frame_index`), so the
 //! per-episode tables of `meta/episodes/` are not needed to rebuild the episodes.
 //!
-//! Parquet is read by the `parquet` crate through its column readers, without Arrow, which
-//! would double the compile time for nothing laq needs; Snappy, LeRobot's compression, is
-//! built in (zstd would compile a C library). Videos are not decoded.
+//! Parquet is read by the `parquet` crate through its column readers, without its Arrow
+//! layer, whose crates laq would compile for nothing it needs; Snappy, LeRobot's
+//! compression, is built in (zstd would compile a C library). Videos are not decoded.
 
-use super::super::read::RewardSource;
+use crate::data::read::RewardSource;
 use crate::data::{Actions, Dataset};
 use anyhow::{anyhow, bail, Context, Result};
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
@@ -217,16 +217,21 @@ fn data_root(dir: &Path, data_path: &str) -> Result<PathBuf> {
     Ok(dir.join(rel))
 }
 
-/// Every `.parquet` file under `root`, sorted.
-fn parquet_files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// Every `.parquet` file under `root`, sorted, but for those under `skip` (the tables of
+/// `meta/`, should `data_path` place the data at the top of the dataset). Links to
+/// directories are not followed, so that a link cycle cannot hold the walk; links to
+/// files (as in the Hugging Face cache) are taken.
+fn parquet_files(root: &Path, skip: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let entries =
         std::fs::read_dir(root).with_context(|| format!("cannot list {}", root.display()))?;
+    let cannot = || format!("cannot list {}", root.display());
     for e in entries {
-        let p = e
-            .with_context(|| format!("cannot list {}", root.display()))?
-            .path();
-        if p.is_dir() {
-            parquet_files(&p, out)?;
+        let e = e.with_context(cannot)?;
+        let p = e.path();
+        if e.file_type().with_context(cannot)?.is_dir() {
+            if p != skip {
+                parquet_files(&p, skip, out)?;
+            }
         } else if p.extension().is_some_and(|x| x == "parquet") {
             out.push(p);
         }
@@ -664,7 +669,7 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
     let root = data_root(dir, &info.data_path)?;
     let mut files = vec![];
     if root.is_dir() {
-        parquet_files(&root, &mut files)?;
+        parquet_files(&root, &dir.join("meta"), &mut files)?;
     }
     if files.is_empty() {
         bail!(
