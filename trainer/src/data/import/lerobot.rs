@@ -885,3 +885,76 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
         notes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_path_places_the_files_inside_the_dataset() {
+        let d = Path::new("ds");
+        assert_eq!(data_root(d, DEFAULT_DATA_PATH).unwrap(), d.join("data"));
+        assert_eq!(
+            data_root(d, "frames/{chunk_index}/part-{file_index}.parquet").unwrap(),
+            d.join("frames")
+        );
+        assert_eq!(data_root(d, "{file_index}.parquet").unwrap(), d.join(""));
+        for bad in [
+            "../elsewhere/{chunk_index}.parquet",
+            "/data/{file_index}.parquet",
+        ] {
+            let e = data_root(d, bad).unwrap_err().to_string();
+            assert!(e.contains("leads out of the dataset directory"), "{e}");
+        }
+    }
+
+    #[test]
+    fn features_are_checked_when_used() {
+        let f = |v: Value| feature(&v, "x");
+        assert_eq!(
+            f(serde_json::json!({"dtype": "float32", "shape": [3]}))
+                .unwrap()
+                .width(),
+            3
+        );
+        for (v, needle) in [
+            (
+                serde_json::json!({"shape": [3]}),
+                "missing key `features.x.dtype`",
+            ),
+            (
+                serde_json::json!({"dtype": "float32"}),
+                "missing key `features.x.shape`",
+            ),
+            (
+                serde_json::json!({"dtype": "float32", "shape": [-1]}),
+                "key `features.x.shape` is [-1], expected a list of whole numbers",
+            ),
+            (
+                serde_json::json!({"dtype": 3, "shape": [1]}),
+                "key `features.x.dtype` is not a string",
+            ),
+        ] {
+            let e = f(v).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_directory_without_info_json_is_not_lerobot() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_lerobot(dir.path()));
+        std::fs::create_dir(dir.path().join("meta")).unwrap();
+        std::fs::write(dir.path().join("meta/info.json"), "{}").unwrap();
+        assert!(is_lerobot(dir.path()));
+        assert!(!is_lerobot(&dir.path().join("meta/info.json")));
+        let e = format!(
+            "{:#}",
+            read(dir.path(), None, &RewardSource::default()).unwrap_err()
+        );
+        assert!(
+            e.contains("info.json: missing key `codebase_version`"),
+            "{e}"
+        );
+    }
+}
