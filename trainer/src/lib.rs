@@ -7,7 +7,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`util`] | atomic writes, the safetensors writer, logging, statistics |
-//! | [`data`] | the dataset format, array files, D4RL and Minari import |
+//! | [`data`] | the dataset format, array files, D4RL, Minari and LeRobot import |
 //! | [`envs`] | built-in environments that generate data and know their ground truth |
 //! | [`nn`] | MLP, convolutional networks, Adam, seeded initialisation |
 //! | [`stages`] | label sources and latent-action mining, offline Q-learning, checkpoints |

@@ -41,12 +41,14 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Args, Clone, Debug, Default)]
 pub struct ReadArgs {
     /// Keys of a dict observation to flatten, in this order (HDF5 sources; default: every
-    /// key, sorted).
+    /// key, sorted), or features of a LeRobot dataset side by side (default:
+    /// `observation.state`).
     #[arg(long, value_delimiter = ',')]
     pub obs_keys: Option<Vec<String>>,
-    /// Where the rewards come from: an array of the file (default `rewards`),
-    /// `episode-end` (1 on each episode's last transition, which becomes terminal), or a
-    /// `.csv` file of rewarded `episode,step` pairs.
+    /// Where the rewards come from: an array of the file (default `rewards`; a LeRobot
+    /// dataset's `next.reward`) or a LeRobot feature, `episode-end` (1 on each episode's
+    /// last transition, which becomes terminal), or a `.csv` file of rewarded
+    /// `episode,step` pairs (for LeRobot, `episode_index,frame_index`).
     #[arg(long)]
     pub reward: Option<crate::data::read::RewardSource>,
 }
@@ -109,8 +111,8 @@ pub enum Cmd {
     /// problems), a model (layers, normalisation, footprint on a microcontroller) or a run
     /// directory (its verdict on V).
     Inspect(inspect::InspectArgs),
-    /// Convert a D4RL HDF5 file or a Minari dataset into a dataset file (see
-    /// docs/dataset-format.md, "Importing D4RL and Minari files").
+    /// Convert a D4RL HDF5 file, a Minari or a LeRobot dataset into a dataset file (see
+    /// docs/dataset-format.md, "Importing D4RL and Minari files", "LeRobot datasets").
     Convert(convert::ConvertArgs),
     /// Reproduce a study of the paper end to end.
     Reproduce {

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 /// Arguments of `laq train`.
 #[derive(Args)]
 pub struct TrainArgs {
-    /// Dataset: `.npz`, `.safetensors` (docs/dataset-format.md), a D4RL-style HDF5 file or
-    /// a Minari dataset directory.
+    /// Dataset: `.npz`, `.safetensors` (docs/dataset-format.md), a D4RL-style HDF5 file, a
+    /// Minari or a LeRobot (v3.0) dataset directory.
     #[arg(long, required_unless_present_any = ["resume", "repeat"])]
     pub data: Option<PathBuf>,
     #[command(flatten)]

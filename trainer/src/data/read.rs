@@ -1,11 +1,12 @@
 //! One way in for every command that takes a dataset: the dataset format (`.npz`,
-//! `.safetensors`), D4RL-style HDF5 files and Minari dataset directories (imported as they
-//! are read), with the rewards the user chooses when the logs hold none.
+//! `.safetensors`), D4RL-style HDF5 files, Minari and LeRobot dataset directories (imported
+//! as they are read), with the rewards the user chooses when the logs hold none.
 
 use super::import::{self, ImportOptions, Source};
 use super::{read_arrays, Dataset};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::fmt;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,8 @@ use std::str::FromStr;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReadOptions {
     /// Keys of a dict observation to flatten, in this order (HDF5 sources; `None`: every
-    /// key, sorted).
+    /// key, sorted), or the features of a LeRobot dataset side by side (`None`:
+    /// `observation.state`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub obs_keys: Option<Vec<String>>,
     /// Where the rewards come from.
@@ -83,7 +85,7 @@ impl<'de> Deserialize<'de> for RewardSource {
 #[derive(Clone, Debug)]
 pub struct Loaded {
     pub data: Dataset,
-    /// `dataset format`, `D4RL` or `Minari`.
+    /// `dataset format`, `D4RL`, `Minari` or `LeRobot`.
     pub source: &'static str,
     /// Rows of the source left out (counted, never silently), and why.
     pub dropped: usize,
@@ -135,13 +137,16 @@ fn is_hdf5(path: &Path) -> Result<bool> {
     }
     bail!(
         "{}: unknown file type; laq reads `.npz` and `.safetensors` datasets, D4RL-style \
-         `.hdf5`/`.h5` files and Minari dataset directories",
+         `.hdf5`/`.h5` files, Minari and LeRobot dataset directories",
         path.display()
     )
 }
 
 /// Reads the dataset at `path` in any supported format, as `opts` says.
 pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
+    if import::lerobot::is_lerobot(path) {
+        return read_lerobot(path, opts);
+    }
     let mut loaded = if is_hdf5(path)? {
         let imported = import::import(path, Source::Auto, &import_options(opts))?;
         let dropped_why = (imported.dropped > 0).then(|| {
@@ -159,7 +164,8 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
     } else {
         if opts.obs_keys.is_some() {
             bail!(
-                "{}: --obs-keys applies to HDF5 sources; this file holds one observation array",
+                "{}: --obs-keys applies to HDF5 sources and LeRobot datasets; this file holds \
+                 one observation array",
                 path.display()
             );
         }
@@ -192,6 +198,48 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
     Ok(loaded)
 }
 
+/// A LeRobot dataset directory, whose CSV rewards name episodes by `episode_index` and
+/// steps by `frame_index`: the numbers LeRobot's own tools show.
+fn read_lerobot(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
+    let mut lr = import::lerobot::read(path, opts.obs_keys.as_deref(), &opts.reward)?;
+    let note = match &opts.reward {
+        RewardSource::Csv(csv) => {
+            let n = csv_rewards(&mut lr.data, csv, Some(&lr.ids))?;
+            Some(format!(
+                "rewards: 1 on the {n} transitions {} lists (episode_index, frame_index), 0 \
+                 elsewhere",
+                csv.display()
+            ))
+        }
+        r => derive_rewards(&mut lr.data, r)?,
+    };
+    lr.notes.extend(note);
+    let (first, last) = lr
+        .ids
+        .iter()
+        .fold((u64::MAX, 0), |(a, b), &(e, _)| (a.min(e), b.max(e)));
+    lr.notes.insert(
+        0,
+        format!(
+            "{} transitions from {} episodes (episode_index {first}..={last})",
+            lr.data.len(),
+            lr.episodes
+        ),
+    );
+    let dropped_why = (lr.dropped > 0).then(|| {
+        "the last frame of an episode that ends without `next.done` (a timeout): the \
+         dataset holds no next observation for it"
+            .to_string()
+    });
+    Ok(Loaded {
+        data: lr.data,
+        source: "LeRobot",
+        dropped: lr.dropped,
+        dropped_why,
+        notes: lr.notes,
+    })
+}
+
 /// The import options that read an HDF5 source as `opts` says.
 pub fn import_options(opts: &ReadOptions) -> ImportOptions {
     ImportOptions {
@@ -216,7 +264,7 @@ pub fn derive_rewards(d: &mut Dataset, reward: &RewardSource) -> Result<Option<S
             ))
         }
         RewardSource::Csv(csv) => {
-            let n = csv_rewards(d, csv)?;
+            let n = csv_rewards(d, csv, None)?;
             Some(format!(
                 "rewards: 1 on the {n} transitions {} lists, 0 elsewhere",
                 csv.display()
@@ -241,8 +289,9 @@ fn episode_end_rewards(d: &mut Dataset) -> usize {
 }
 
 /// Rewards from a CSV of `episode,step` pairs (a header line is allowed); returns the
-/// transitions rewarded. Each pair must name a transition of the data.
-fn csv_rewards(d: &mut Dataset, csv: &Path) -> Result<usize> {
+/// transitions rewarded. Each pair must name a transition of the data: by position
+/// (episodes in file order, steps from 0), or by the source's own `ids` of each row.
+fn csv_rewards(d: &mut Dataset, csv: &Path, ids: Option<&[(u64, u64)]>) -> Result<usize> {
     let text =
         std::fs::read_to_string(csv).with_context(|| format!("cannot read {}", csv.display()))?;
     // Row of each episode's first transition.
@@ -253,6 +302,8 @@ fn csv_rewards(d: &mut Dataset, csv: &Path) -> Result<usize> {
         }
     }
     let len_of = |ep: usize| starts.get(ep + 1).copied().unwrap_or(d.len()) - starts[ep];
+    let row_of: Option<HashMap<(u64, u64), usize>> =
+        ids.map(|ids| ids.iter().enumerate().map(|(i, &id)| (id, i)).collect());
     let mut rewarded = vec![false; d.len()];
     for (line_no, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -267,6 +318,17 @@ fn csv_rewards(d: &mut Dataset, csv: &Path) -> Result<usize> {
         let (Ok(ep), Ok(step)) = (ep.parse::<usize>(), step.parse::<usize>()) else {
             bail!("{}: `{line}` is not two whole numbers", at());
         };
+        if let Some(rows) = &row_of {
+            let Some(&i) = rows.get(&(ep as u64, step as u64)) else {
+                bail!(
+                    "{}: episode {ep}, frame {step} is not a transition of the data (no such \
+                     frame, or the last frame of an episode cut by a timeout)",
+                    at()
+                );
+            };
+            rewarded[i] = true;
+            continue;
+        }
         if ep >= starts.len() {
             bail!(
                 "{}: episode {ep}, but the data holds {} episodes",

@@ -90,6 +90,10 @@ pub fn inspect(path: &Path, budget: Option<Budget>) -> Result<Report> {
 /// [`inspect`], reading a dataset as `read` says.
 pub fn inspect_with(path: &Path, budget: Option<Budget>, read: &ReadOptions) -> Result<Report> {
     let is_run = path.join(crate::run::record::METRICS_FILE).is_file();
+    if crate::data::import::lerobot::is_lerobot(path) && !is_run {
+        // Its own `meta/info.json` says what it is: its errors need no guess.
+        return Ok(Report::Dataset(dataset(path, read)?));
+    }
     if path.is_dir() && !is_run {
         let report = dataset(path, read).with_context(|| {
             format!(

@@ -1,5 +1,6 @@
-//! Importing robotics datasets: D4RL-style HDF5 files and Minari datasets become
-//! transition files in the [dataset format](crate::data) (`laq convert`).
+//! Importing robotics datasets: D4RL-style HDF5 files, Minari datasets and LeRobot
+//! dataset directories become transition files in the [dataset format](crate::data)
+//! (`laq convert`).
 //!
 //! HDF5 is read by `hdf5-reader`, a decoder of the file format written in Rust, so that
 //! `laq` binds no system library. D4RL and Minari files are written by h5py, with chunked
@@ -164,3 +165,4 @@ pub fn convert(
 }
 
 mod h5;
+pub mod lerobot;

@@ -78,7 +78,8 @@ fn minari_file(path: &Path) -> Result<PathBuf> {
         }
     }
     bail!(
-        "{}: a directory without data/main_data.hdf5, so not a Minari dataset",
+        "{}: a directory without data/main_data.hdf5, so not a Minari dataset (nor a \
+         LeRobot dataset: no meta/info.json)",
         path.display()
     )
 }
