@@ -91,136 +91,174 @@ pub(crate) fn block4(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
     sums
 }
 
-/// See [`crate::portable::rows3_i8`]: the int8 sums of three rows at a time, each
-/// row's exact i32 sum over the complete groups of four inputs, with the DSP
-/// extension's dual 16-bit multiply-accumulate.
-///
-/// Per word of four int8 weights `w0..w3` of a row: `sxtb16` gives the pair `(w0, w2)`
-/// and `sxtb16 ror #8` the pair `(w1, w3)`, and two `smlad`s multiply them with the two
-/// packed activation words and add both products to the row's sum. Eight inputs per
-/// pass (one `ldm` of activations shared by the three rows, one `ldrd` of weights per
-/// row): 30 instructions per 24 multiply-accumulates. An odd group goes first, alone.
-/// The loop needs 14 core registers: r6 and r7, which cannot be operands, are saved on
-/// the stack and restored.
-///
-/// Audit notes: the loop over pairs of groups stops at the first activation word equal
-/// to [`PACKED_END`]; `kernels::pack` writes it right after the groups, and no group's
-/// first word equals it (its low half is an activation, never -32768), so the loop
-/// runs exactly `groups / 2` times and its last `ldm` reads the four words from the
-/// marker on. Checked here once per layer, before any asm: the marker is in place, the
-/// buffer holds those four words, `q` holds `rows` rows of `cols >= 4 * groups` bytes
-/// and every row starts 4-aligned (`q` is, and `cols` is a multiple of 4: `ldrd` needs
-/// word alignment). So the asm reads only inside `x.words()` and the three rows it is
-/// given. It writes no memory but its two stack words (r6, r7, popped before it ends).
-#[inline(always)]
-pub(crate) fn rows3_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
+/// See [`crate::portable::rows_i8`]: each row's exact i32 sum, three rows at a time,
+/// with the DSP extension's dual 16-bit multiply-accumulate (see [`passes_i8`]). Falls
+/// back to the portable code unless there are at least three rows, the row length is a
+/// multiple of 4 and the rows start 4-aligned (`ldrd` needs word alignment).
+#[inline]
+pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     let rows = sums.len();
     let groups = x.groups();
     let words = x.words();
     let pairs = groups / 2;
     let fits = groups > 0
-        && cols % 4 == 0
-        && cols >= 4 * groups
+        && rows >= 3
+        && cols == 4 * groups
+        && words.len() >= cols
         && q.as_ptr() as usize % 4 == 0
         && q.len() / cols >= rows
-        && words.len() >= 2 * groups
-        && (pairs == 0
-            || (words.len() >= 2 * groups + 4 && words.get(2 * groups) == Some(&PACKED_END)));
+        && (pairs == 0 || words.get(2 * groups) == Some(&PACKED_END));
     if !fits {
-        return crate::portable::rows3_i8(x, q, cols, sums);
+        return crate::portable::rows_i8(x, q, cols, sums);
     }
-    let odd = groups % 2;
-    let mut it = q.chunks_exact(cols);
-    for out in sums.chunks_mut(3) {
-        let Some(r0) = it.next() else {
-            break;
-        };
-        // A pass of fewer than three rows repeats its last row.
-        let r1 = if out.len() > 1 { it.next() } else { None }.unwrap_or(r0);
-        let r2 = if out.len() > 2 { it.next() } else { None }.unwrap_or(r1);
-        let (mut s0, mut s1, mut s2) = (0i32, 0i32, 0i32);
-        // SAFETY: see the audit notes above: every read is inside `words` (2 * groups
-        // words, then the four from the marker on) or inside the first 4 * groups bytes
-        // of the rows `r0`, `r1`, `r2` (chunks of `cols` bytes of `q`), all live shared
-        // slices, and every word load is aligned (the activations are a `&[u32]`, the
-        // rows checked). Only r6 and r7 are written to memory, on the stack, and popped;
-        // every other register the asm changes is an operand.
-        unsafe {
-            core::arch::asm!(
-                "push {{r6, r7}}",
-                "cmp r12, #0",
-                "beq 2f",
-                "ldrd r0, r1, [lr], #8",
-                "ldr r6, [r9], #4",
-                "sxtb16 r12, r6",
-                "smlad r4, r12, r0, r4",
-                "sxtb16 r6, r6, ror #8",
-                "smlad r4, r6, r1, r4",
-                "ldr r6, [r10], #4",
-                "sxtb16 r12, r6",
-                "smlad r5, r12, r0, r5",
-                "sxtb16 r6, r6, ror #8",
-                "smlad r5, r6, r1, r5",
-                "ldr r6, [r11], #4",
-                "sxtb16 r12, r6",
-                "smlad r8, r12, r0, r8",
-                "sxtb16 r6, r6, ror #8",
-                "smlad r8, r6, r1, r8",
-                "2:",
-                "cmp r3, #0",
-                "beq 4f",
-                "ldm lr!, {{r0-r3}}",
-                "3:",
-                "ldrd r6, r7, [r9], #8",
-                "sxtb16 r12, r6",
-                "smlad r4, r12, r0, r4",
-                "sxtb16 r6, r6, ror #8",
-                "smlad r4, r6, r1, r4",
-                "sxtb16 r12, r7",
-                "smlad r4, r12, r2, r4",
-                "sxtb16 r7, r7, ror #8",
-                "smlad r4, r7, r3, r4",
-                "ldrd r6, r7, [r10], #8",
-                "sxtb16 r12, r6",
-                "smlad r5, r12, r0, r5",
-                "sxtb16 r6, r6, ror #8",
-                "smlad r5, r6, r1, r5",
-                "sxtb16 r12, r7",
-                "smlad r5, r12, r2, r5",
-                "sxtb16 r7, r7, ror #8",
-                "smlad r5, r7, r3, r5",
-                "ldrd r6, r7, [r11], #8",
-                "sxtb16 r12, r6",
-                "smlad r8, r12, r0, r8",
-                "sxtb16 r6, r6, ror #8",
-                "smlad r8, r6, r1, r8",
-                "sxtb16 r12, r7",
-                "smlad r8, r12, r2, r8",
-                "sxtb16 r7, r7, ror #8",
-                "smlad r8, r7, r3, r8",
-                "ldm lr!, {{r0-r3}}",
-                "cmp r0, #{end}",
-                "bne 3b",
-                "4:",
-                "pop {{r6, r7}}",
-                inout("r12") odd => _,
-                inout("r3") pairs => _,
-                out("r0") _,
-                out("r1") _,
-                out("r2") _,
-                inout("r4") s0,
-                inout("r5") s1,
-                inout("r8") s2,
-                inout("r9") r0.as_ptr() => _,
-                inout("r10") r1.as_ptr() => _,
-                inout("r11") r2.as_ptr() => _,
-                inout("lr") words.as_ptr() => _,
-                end = const PACKED_END,
-            );
+    let x = words.as_ptr() as usize;
+    let frame = |out: &mut [i32], passes| [x, groups, cols, out.as_mut_ptr() as usize, passes];
+    let mut all = frame(sums, rows / 3);
+    // SAFETY: the preconditions of `passes_i8`, checked above: `q` holds `rows >= 3 *
+    // passes` rows of `cols = 4 * groups` bytes from a 4-aligned address, `sums` holds
+    // `rows` sums, `passes >= 1`.
+    unsafe { passes_i8(&mut all, q.as_ptr()) };
+    // The last `rows % 3` rows: one more pass over the last three rows, which rewrites
+    // one or two sums with the values they already have.
+    let last = rows - 3;
+    if let (Some(out), Some(rest)) = (sums.get_mut(last..), q.get(last * cols..)) {
+        if rows % 3 != 0 {
+            let mut one = frame(out, 1);
+            // SAFETY: as above, one pass from row `last`, three sums to `out`.
+            unsafe { passes_i8(&mut one, rest.as_ptr()) };
         }
-        for (o, s) in out.iter_mut().zip([s0, s1, s2]) {
-            *o = s;
-        }
+    }
+}
+
+/// The int8 sums of `frame[5]` passes of three rows each. `frame` is `[x, odd, pairs,
+/// stride, out, passes]`: the packed activations (`kernels::Packed::words`), whether
+/// the number of groups is odd, the number of pairs of groups, the distance in bytes
+/// from one row to the next (`cols`, or 0 to read one row three times), where the sums
+/// go (three per pass) and the number of passes; `rows` is the first row.
+///
+/// Per word of four int8 weights `w0..w3` of a row: `sxtb16` gives the pair `(w0, w2)`
+/// and `sxtb16 ror #8` the pair `(w1, w3)`, and two `smlad`s multiply them with the two
+/// packed activation words and add both products to the row's sum. Eight inputs per
+/// iteration (one `ldm` of activations shared by the three rows, one `ldrd` of weights
+/// per row): 30 instructions per 24 multiply-accumulates. An odd group goes first,
+/// alone. The pass after a pass over rows `r..r + 3` starts at row `r + 3`, where the
+/// third row's pointer stopped. The loop needs 14 core registers: r6 and r7, which
+/// cannot be operands, are saved on the stack and restored, and the frame's address
+/// waits on the stack too.
+///
+/// Audit notes: the loop over pairs of groups stops at the first activation word equal
+/// to [`PACKED_END`]; `kernels::pack` writes it right after the groups, and no group's
+/// first word equals it (its low half is an activation, never -32768), so the loop runs
+/// exactly `pairs` times and its last `ldm` reads the four words from the marker on.
+/// So each pass reads `2 * groups` words of activations then those four, and `4 *
+/// groups` bytes of each of its rows. Memory written: the sums (`stmia`, three words
+/// per pass), `frame[4]` and `frame[5]` (advanced each pass), and three stack words
+/// (r6, r7 and the frame's address, popped before the asm ends).
+///
+/// # Safety
+///
+/// `frame[0]` points to a packing of `kernels::pack` with `groups = 2 * pairs + odd > 0`
+/// groups that is live for the call (with at least two groups, its marker in place and
+/// four readable words from it); `rows` points to `passes * 3` rows (or, with stride 0,
+/// one row) of `4 * groups` readable bytes each, `stride` apart, 4-aligned; `frame[4]`
+/// points to `3 * passes` writable i32s; `passes > 0`.
+#[inline(never)]
+unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
+    // SAFETY: the caller's contract, the audit notes above: every read is inside the
+    // packing or the rows, every word load is aligned (the activations are a `&[u32]`,
+    // the rows checked by the caller); the writes are the sums, the frame (exclusively
+    // borrowed) and the stack words popped before the end. Every register the asm
+    // changes but r6 and r7 (restored) is declared.
+    unsafe {
+        core::arch::asm!(
+            "push {{r0, r6, r7}}",
+            "1:",
+            "ldr lr, [r0]",
+            "ldr r3, [r0, #4]",
+            "ldr r11, [r0, #8]",
+            "add r10, r9, r11",
+            "add r11, r10, r11",
+            "movs r4, #0",
+            "movs r5, #0",
+            "mov r8, r4",
+            "lsrs r3, r3, #1",
+            "bcc 2f",
+            "ldrd r0, r1, [lr], #8",
+            "ldr r6, [r9], #4",
+            "sxtb16 r12, r6",
+            "smlad r4, r12, r0, r4",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r4, r6, r1, r4",
+            "ldr r6, [r10], #4",
+            "sxtb16 r12, r6",
+            "smlad r5, r12, r0, r5",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r5, r6, r1, r5",
+            "ldr r6, [r11], #4",
+            "sxtb16 r12, r6",
+            "smlad r8, r12, r0, r8",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r8, r6, r1, r8",
+            "2:",
+            "cmp r3, #0",
+            "beq 4f",
+            "ldm lr!, {{r0-r3}}",
+            "3:",
+            "ldrd r6, r7, [r9], #8",
+            "sxtb16 r12, r6",
+            "smlad r4, r12, r0, r4",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r4, r6, r1, r4",
+            "sxtb16 r12, r7",
+            "smlad r4, r12, r2, r4",
+            "sxtb16 r7, r7, ror #8",
+            "smlad r4, r7, r3, r4",
+            "ldrd r6, r7, [r10], #8",
+            "sxtb16 r12, r6",
+            "smlad r5, r12, r0, r5",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r5, r6, r1, r5",
+            "sxtb16 r12, r7",
+            "smlad r5, r12, r2, r5",
+            "sxtb16 r7, r7, ror #8",
+            "smlad r5, r7, r3, r5",
+            "ldrd r6, r7, [r11], #8",
+            "sxtb16 r12, r6",
+            "smlad r8, r12, r0, r8",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r8, r6, r1, r8",
+            "sxtb16 r12, r7",
+            "smlad r8, r12, r2, r8",
+            "sxtb16 r7, r7, ror #8",
+            "smlad r8, r7, r3, r8",
+            "ldm lr!, {{r0-r3}}",
+            "cmp r0, #{end}",
+            "bne 3b",
+            "4:",
+            "ldr r0, [sp]",
+            "ldr r1, [r0, #12]",
+            "stmia r1!, {{r4, r5, r8}}",
+            "str r1, [r0, #12]",
+            "mov r9, r11",
+            "ldr r1, [r0, #16]",
+            "subs r1, #1",
+            "str r1, [r0, #16]",
+            "bne 1b",
+            "pop {{r0, r6, r7}}",
+            inout("r0") frame.as_mut_ptr() => _,
+            inout("r9") rows => _,
+            out("r1") _,
+            out("r2") _,
+            out("r3") _,
+            out("r4") _,
+            out("r5") _,
+            out("r8") _,
+            out("r10") _,
+            out("r11") _,
+            out("r12") _,
+            out("lr") _,
+            end = const PACKED_END,
+        );
     }
 }
 

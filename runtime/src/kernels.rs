@@ -96,6 +96,7 @@ fn from(v: &[f32], start: usize) -> &[f32] {
 /// Aligned f32 weights, the fast path: four rows at a time through [`block4`] (the
 /// columns in groups of four), then the leftover columns and rows. Every row is summed
 /// left to right, so results equal [`dot_f32`]'s and the byte-wise path's.
+#[inline(never)]
 fn matvec_f32(w: &[f32], bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
     let cols = x.len();
     if cols == 0 {
@@ -170,9 +171,11 @@ pub(crate) const PACKED_END: u32 = 0x8000_8000;
 /// `cols * 128 * range <= i32::MAX`, so the i32 accumulators never overflow; 32 767
 /// (int16) up to 512 columns, fewer levels beyond.
 fn act_range(cols: usize) -> i32 {
-    let per_level = (cols as u64).saturating_mul(128).max(1);
-    let range = (i32::MAX as u64 / per_level).min(i16::MAX as u64);
-    range as i32
+    let per_level = u32::try_from(cols)
+        .unwrap_or(u32::MAX)
+        .saturating_mul(128)
+        .max(1);
+    (i32::MAX as u32 / per_level).min(i16::MAX as u32) as i32
 }
 
 /// A layer's input quantised to integers `xq` (`x ~ xq * scale`) and packed in place
@@ -182,133 +185,108 @@ fn act_range(cols: usize) -> i32 {
 /// `x1 | x3 << 16`: sign-extending bytes 0 and 2 of a word of four int8 weights gives
 /// the pair `(w0, w2)`, bytes 1 and 3 the pair `(w1, w3)`, each multiplied with its
 /// word by one instruction. With at least two groups, [`PACKED_END`] follows them
-/// (the assembly loop stops on it); then the `cols % 4` last inputs, one word each.
-/// Built only by [`pack`], which upholds these invariants for the assembly.
+/// (the assembly loop stops on it). The `cols % 4` last inputs stay where they were,
+/// one word each (offset by 32 768). Built only by [`pack`], which upholds these invariants for the
+/// assembly.
 pub(crate) struct Packed<'a> {
     words: &'a [u32],
     groups: usize,
-    tail_at: usize,
 }
 
 impl Packed<'_> {
     /// The whole buffer, `x.len()` words, starting with the `2 * groups()` of the groups.
+    #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
     pub(crate) fn words(&self) -> &[u32] {
         self.words
     }
 
     /// Complete groups of four inputs.
+    #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
     pub(crate) fn groups(&self) -> usize {
         self.groups
     }
 
-    /// The quantised `cols % 4` last inputs.
-    fn tail(&self) -> &[u32] {
-        let len = self.words.len().saturating_sub(4 * self.groups);
-        self.words
-            .get(self.tail_at..self.tail_at.saturating_add(len))
-            .unwrap_or(&[])
+    /// Input `j` as quantised: in a group, the half of its pair's word (inputs 0 and 2
+    /// of a group in the first word, 1 and 3 in the second); past the groups, a word.
+    #[inline(always)]
+    pub(crate) fn get(&self, j: usize) -> i32 {
+        let in_groups = j < 4 * self.groups;
+        let at = if in_groups { j / 4 * 2 + j % 2 } else { j };
+        let w = self.words.get(at).copied().unwrap_or(0);
+        if in_groups {
+            i32::from((w >> ((j & 2) * 8)) as i16)
+        } else {
+            (w as i32).wrapping_sub(32768)
+        }
     }
 }
 
-/// `v * inv` rounded to the nearest integer, plus 32 768: |v| <= max and
-/// `inv = range / max` keep `v * inv` in `-range..=range`, so the sum is positive and
-/// the conversion (which truncates) rounds it; the 16-bit halves of a packed word then
-/// become two's complement with one `^ 0x8000_8000`. NaN (from `max == 0`, where `inv`
-/// is infinite) converts to 0, i.e. -32 768: such a layer's scale is 0 anyway.
-#[inline(always)]
-fn offset_round(v: f32, inv: f32) -> u32 {
-    (v * inv + 32768.5) as u32
-}
-
 /// Quantises `x` to `-range..=range` with one scale for the whole vector (its largest
-/// magnitude maps to `range`) and packs it in place (see [`Packed`]); returns the
-/// packing and the scale. Each word written lies at or before the values it came from,
-/// so packing front to back never overwrites an input still to be read.
+/// magnitude maps to `range`, see [`act_range`]) and packs it in place (see
+/// [`Packed`]); returns the packing and the largest magnitude.
+///
+/// `v * inv + 32768.5` lies in `0.5..=65535.5` (|v| <= max), so the conversion, which
+/// truncates, rounds `v * inv` to the nearest integer plus 32 768; the 16-bit halves
+/// of a packed word then become two's complement with one `^ 0x8000_8000`. NaN (from
+/// `max == 0`, where `inv` is infinite) converts to 0, i.e. -32 768: such a layer's
+/// scale is 0 anyway.
 fn pack(x: &mut [f32]) -> Option<(Packed<'_>, f32)> {
     let cols = x.len();
     // The largest magnitude, compared as bits without the sign (monotonic in |v|).
     let mut max_bits = 0u32;
     for &v in x.iter() {
-        let b = v.to_bits() << 1;
-        if b > max_bits {
-            max_bits = b;
-        }
+        max_bits = max_bits.max(v.to_bits() << 1);
     }
     let max = f32::from_bits(max_bits >> 1);
     let range = act_range(cols) as f32;
     let inv = range / max;
     let words: &mut [u32] = bytemuck::try_cast_slice_mut(x).ok()?;
+    for w in words.iter_mut() {
+        *w = (f32::from_bits(*w) * inv + 32768.5) as u32;
+    }
     let groups = cols / 4;
+    // Group `g` moves from words 4g.. to 2g..: never over a group still to be read.
     for g in 0..groups {
-        let v = |k: usize| {
-            offset_round(
-                f32::from_bits(words.get(4 * g + k).copied().unwrap_or(0)),
-                inv,
-            )
-        };
-        let (q0, q1, q2, q3) = (v(0), v(1), v(2), v(3));
-        if let Some([a, b]) = words.get_mut(2 * g..2 * g + 2) {
-            *a = (q0 | q2 << 16) ^ 0x8000_8000;
-            *b = (q1 | q3 << 16) ^ 0x8000_8000;
+        if let Some(&[q0, q1, q2, q3]) = words.get(4 * g..4 * g + 4) {
+            if let Some([a, b]) = words.get_mut(2 * g..2 * g + 2) {
+                *a = (q0 | q2 << 16) ^ 0x8000_8000;
+                *b = (q1 | q3 << 16) ^ 0x8000_8000;
+            }
         }
     }
-    let mut end = 2 * groups;
     if groups >= 2 {
-        if let Some(w) = words.get_mut(end) {
+        if let Some(w) = words.get_mut(2 * groups) {
             *w = PACKED_END;
         }
-        end += 1;
     }
-    for j in 4 * groups..cols {
-        let q = offset_round(f32::from_bits(words.get(j).copied().unwrap_or(0)), inv);
-        if let Some(w) = words.get_mut(end + j - 4 * groups) {
-            *w = q.wrapping_sub(32768);
-        }
-    }
-    let packed = Packed {
-        words,
-        groups,
-        tail_at: end,
-    };
-    Some((packed, max / range))
+    Some((Packed { words, groups }, max))
 }
 
 #[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
-use crate::portable::rows3_i8;
+use crate::portable::rows_i8;
 
 #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
-use crate::arm::rows3_i8;
+use crate::arm::rows_i8;
 
 /// Int8 weights with one scale per row: the input quantised once to integers (see
-/// [`pack`]), each row's sum accumulated exactly in i32, three rows per pass so that
-/// they share the activation loads, then `sum * row_scale * x_scale + bias`. Integer
-/// sums do not depend on the order or the instructions, so the assembly and the
-/// portable code give the same sums, and the same f32 rescale gives bit-identical
-/// values on every target.
+/// [`pack`]), each row's sum accumulated exactly in i32, then `sum * row_scale *
+/// x_scale + bias`. Integer sums do not depend on the order or the instructions, so the
+/// assembly and the portable code give the same sums, and the same f32 rescale gives
+/// bit-identical values on every target.
 fn matvec_i8(q: &[u8], scale: &[u8], bias: &[u8], x: &mut [f32], y: &mut [f32], relu: bool) {
     let cols = x.len();
     if cols == 0 {
         return;
     }
-    let Some((packed, x_scale)) = pack(x) else {
+    let Some((packed, max)) = pack(x) else {
         return;
     };
     // The sums go to `y` first (as i32), then each becomes its f32 value in place.
     let Ok(sums) = bytemuck::try_cast_slice_mut::<f32, i32>(y) else {
         return;
     };
-    rows3_i8(&packed, q, cols, sums);
-    let tail = packed.tail();
-    if !tail.is_empty() {
-        let rows = q
-            .chunks_exact(cols)
-            .map(|r| r.get(4 * packed.groups()..).unwrap_or(&[]));
-        for (s, row) in sums.iter_mut().zip(rows) {
-            for (&w, &xq) in row.iter().zip(tail) {
-                *s = s.wrapping_add(i32::from(w as i8).wrapping_mul(xq as i32));
-            }
-        }
-    }
+    rows_i8(&packed, q, cols, sums);
+    let x_scale = max / act_range(cols) as f32;
     let rows = scale.chunks_exact(4).zip(bias.chunks_exact(4));
     for (v, (sc, b)) in y.iter_mut().zip(rows) {
         let s = v.to_bits() as i32;

@@ -48,43 +48,21 @@ pub(crate) fn block4_portable(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
     [s0, s1, s2, s3]
 }
 
-/// `[sum_j rows[k][j] * xq[j]; 3]` over the complete groups of four inputs of `x`
-/// (int8 weights, one row per sum, read from any address), exact in i32: the packing
-/// bounds every partial sum (`kernels::act_range`), so the wrapping operations never
-/// wrap.
-pub(crate) fn dot3_i8(x: &Packed<'_>, rows: [&[u8]; 3]) -> [i32; 3] {
-    let [r0, r1, r2] = rows.map(|r| r.chunks_exact(4));
-    let pairs = x.words().chunks_exact(2).take(x.groups());
-    let mut sums = [0i32; 3];
-    for (((pair, w0), w1), w2) in pairs.zip(r0).zip(r1).zip(r2) {
-        let &[a, b] = pair else {
-            continue;
-        };
-        // Inputs 0 and 2 are the halves of `a`, 1 and 3 those of `b`.
-        let xq = [a as i16, b as i16, (a >> 16) as i16, (b >> 16) as i16].map(i32::from);
-        for (s, w) in sums.iter_mut().zip([w0, w1, w2]) {
-            for (&w, x) in w.iter().zip(xq) {
-                *s = s.wrapping_add(i32::from(w as i8).wrapping_mul(x));
-            }
-        }
+/// `sum_j row[j] * xq[j]` over the packed inputs of `x` (int8 weights read from any
+/// address), exact in i32: the packing bounds every partial sum (`kernels::act_range`),
+/// so the wrapping operations never wrap.
+fn dot_i8(x: &Packed<'_>, row: &[u8]) -> i32 {
+    let mut s = 0i32;
+    for (j, &w) in row.iter().enumerate() {
+        s = s.wrapping_add(i32::from(w as i8).wrapping_mul(x.get(j)));
     }
-    sums
+    s
 }
 
-/// Writes to `sums[r]` the int8 sum ([`dot3_i8`]) of row `r` of `q` (`sums.len()` rows
-/// of `cols` bytes), three rows at a time.
-#[inline(always)]
-pub(crate) fn rows3_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
-    let mut rows = q.chunks_exact(cols.max(1));
-    for out in sums.chunks_mut(3) {
-        let Some(r0) = rows.next() else {
-            break;
-        };
-        // A pass of fewer than three rows repeats its last row.
-        let r1 = if out.len() > 1 { rows.next() } else { None }.unwrap_or(r0);
-        let r2 = if out.len() > 2 { rows.next() } else { None }.unwrap_or(r1);
-        for (o, s) in out.iter_mut().zip(dot3_i8(x, [r0, r1, r2])) {
-            *o = s;
-        }
+/// Writes to `sums[r]` the int8 sum of row `r` of `q` (`sums.len()` rows of `cols`
+/// bytes): the portable path, one row at a time.
+pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
+    for (s, row) in sums.iter_mut().zip(q.chunks_exact(cols.max(1))) {
+        *s = dot_i8(x, row);
     }
 }
