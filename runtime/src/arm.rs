@@ -91,7 +91,7 @@ pub(crate) fn block4(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
     sums
 }
 
-/// See [`crate::portable::rows_i8`]: each row's exact i32 sum, three rows at a time,
+/// See `portable::rows_i8`: each row's exact i32 sum, three rows at a time,
 /// with the DSP extension's dual 16-bit multiply-accumulate (see [`passes_i8`]). Falls
 /// back to the portable code unless there are at least three rows, the row length is a
 /// multiple of 4 and the rows start 4-aligned (`ldrd` needs word alignment).
@@ -109,7 +109,7 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
         && q.len() / cols >= rows
         && (pairs == 0 || words.get(2 * groups) == Some(&PACKED_END));
     if !fits {
-        return crate::portable::rows_i8(x, q, cols, sums);
+        return crate::portable::rows_i8_compact(x, q, cols, sums);
     }
     let x = words.as_ptr() as usize;
     let frame = |out: &mut [i32], passes| [x, groups, cols, out.as_mut_ptr() as usize, passes];

@@ -195,13 +195,11 @@ pub(crate) struct Packed<'a> {
 
 impl Packed<'_> {
     /// The whole buffer, `x.len()` words, starting with the `2 * groups()` of the groups.
-    #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
     pub(crate) fn words(&self) -> &[u32] {
         self.words
     }
 
     /// Complete groups of four inputs.
-    #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
     pub(crate) fn groups(&self) -> usize {
         self.groups
     }
@@ -455,6 +453,34 @@ mod tests {
                     assert_eq!(got, want, "rows {rows} cols {cols} shift {shift} row {r}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn int8_portable_paths_agree() {
+        for (rows, cols) in [
+            (1usize, 1usize),
+            (2, 3),
+            (4, 4),
+            (5, 7),
+            (7, 8),
+            (8, 13),
+            (3, 128),
+        ] {
+            let mut x = values(cols, 11);
+            let q: Vec<u8> = values(rows * cols, 12)
+                .iter()
+                .map(|v| (v * 128.0) as i8 as u8)
+                .collect();
+            let (packed, _) = pack(&mut x).unwrap();
+            let mut a = std::vec![0i32; rows];
+            let mut b = std::vec![1i32; rows];
+            crate::portable::rows_i8_compact(&packed, &q, cols, &mut a);
+            #[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
+            crate::portable::rows_i8(&packed, &q, cols, &mut b);
+            #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
+            crate::arm::rows_i8(&packed, &q, cols, &mut b);
+            assert_eq!(a, b, "rows {rows} cols {cols}");
         }
     }
 
