@@ -56,6 +56,7 @@ fn mac(s: &mut i32, w: u8, xq: i32) {
 }
 
 /// `s + sum_k w[k] * xq[k]` over four weights (see [`mac`]).
+#[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
 #[inline(always)]
 fn dot4(s: i32, w: &[u8], xq: [i32; 4]) -> i32 {
     let &[w0, w1, w2, w3] = w else {
