@@ -107,8 +107,8 @@ impl Model<'_> {
     }
 
     /// Scratch (f32 elements) with which [`Model::values`] and [`Model::select`]
-    /// evaluate [`BATCH`] states at a time; [`Model::scratch_len`] for image models,
-    /// which go one state at a time.
+    /// evaluate [`BATCH`] states at a time; [`Model::scratch_len`] for image models and
+    /// models with int8 layers, which go one state at a time.
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
@@ -127,7 +127,7 @@ impl Model<'_> {
 
     /// `V` of each state of `states` (`values.len()` states, row-major), ignoring the
     /// density gate: bit-identical to [`Model::value`] on each. With
-    /// [`Model::batch_scratch_len`] elements of scratch a fully connected model reads each
+    /// [`Model::batch_scratch_len`] elements of scratch a fully connected f32 model reads each
     /// weight once per [`BATCH`] states; with [`Model::scratch_len`] it goes one state at
     /// a time. Errors as [`Model::value`] (the first failing state's).
     ///

@@ -35,7 +35,7 @@
 //!   and [`Model::new_checked`] refuses image models (a version 2 file, or any file
 //!   with a `conv.*` tensor) with [`Error::UnsupportedFormat`].
 //! - `batch` (default): [`Model::values`] and [`Model::select`] evaluate [`BATCH`]
-//!   states of a fully connected model at a time when the scratch holds
+//!   states of a fully connected f32 model at a time when the scratch holds
 //!   [`Model::batch_scratch_len`] elements (bit-identical values; about 4 KB more flash
 //!   on a Cortex-M4F where `select` is linked). Without it they go one state at a time
 //!   and [`Model::batch_scratch_len`] is [`Model::scratch_len`].
