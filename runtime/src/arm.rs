@@ -1,5 +1,6 @@
 //! The crate's only `unsafe` code, for hard-float ARM (Cortex-M4F, M7, M33, ...): the
-//! f32 inner loop and the square root, in assembly.
+//! f32 inner loop and the square root, in assembly, and on ARMv7E-M (with the DSP
+//! extension) the int8 layer loop ([`rows_i8`], audit notes at [`passes_i8`]).
 //!
 //! Compiled Rust loads each weight with its own `vldr`; [`block4`] loads four
 //! consecutive weights of a row with one `vldmia` and keeps four rows' sums in
@@ -14,9 +15,9 @@
 //! of the five slices, where `n = x.len() / 4` and every row slice was checked to hold
 //! at least `4 * n` values; the only stores are to two local arrays (the sums, and
 //! s0-s15 saved on entry and restored on exit); the asm does not touch the stack;
-//! clobbered core registers are declared; the loop runs `n >= 1` times. Both
-//! functions are exercised on the target by the firmware tests, against values
-//! computed on the host with the portable code.
+//! clobbered core registers are declared; the loop runs `n >= 1` times. All three
+//! are exercised on the target by the firmware tests, against values computed on the
+//! host with the portable code.
 #![allow(unsafe_code)]
 
 #[cfg(laq_dsp)]
@@ -130,11 +131,11 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     }
 }
 
-/// The int8 sums of `frame[5]` passes of three rows each. `frame` is `[x, odd, pairs,
-/// stride, out, passes]`: the packed activations (`kernels::Packed::words`), whether
-/// the number of groups is odd, the number of pairs of groups, the distance in bytes
-/// from one row to the next (`cols`, or 0 to read one row three times), where the sums
-/// go (three per pass) and the number of passes; `rows` is the first row.
+/// The int8 sums of `frame[4]` passes of three rows each. `frame` is `[x, groups, cols,
+/// out, passes]`: the packed activations (`kernels::Packed::words`), the number of
+/// groups of four inputs (`groups / 2` pairs, then whether one is left), the length of
+/// a row in bytes, where the sums go (three per pass) and the number of passes; `rows`
+/// is the first row.
 ///
 /// Per word of four int8 weights `w0..w3` of a row: `sxtb16` gives the pair `(w0, w2)`
 /// and `sxtb16 ror #8` the pair `(w1, w3)`, and two `smlad`s multiply them with the two
@@ -146,22 +147,25 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
 /// cannot be operands, are saved on the stack and restored, and the frame's address
 /// waits on the stack too.
 ///
-/// Audit notes: the loop over pairs of groups stops at the first activation word equal
-/// to [`PACKED_END`]; `kernels::pack` writes it right after the groups, and no group's
-/// first word equals it (its low half is an activation, never -32768), so the loop runs
-/// exactly `pairs` times and its last `ldm` reads the four words from the marker on.
-/// So each pass reads `2 * groups` words of activations then those four, and `4 *
-/// groups` bytes of each of its rows. Memory written: the sums (`stmia`, three words
-/// per pass), `frame[4]` and `frame[5]` (advanced each pass), and three stack words
+/// Audit notes: the loop over pairs of groups stops at the first pair whose first word
+/// equals [`PACKED_END`] (checked after each pair, so it runs at least once);
+/// `kernels::pack` writes the marker right after the groups, so the loop runs at most
+/// `pairs` times and its last `ldm` reads at most the four words from the marker on.
+/// (A group's first word equals the marker only if two of its inputs are not finite, see
+/// `kernels::pack`; the loop then stops early and reads less.) So each pass reads at
+/// most `2 * groups + 4` words of activations and `4 * groups` bytes from each of its
+/// row pointers; the next pass starts where the third pointer stopped, at or before the
+/// next row, so the third row of every pass ends at or before the end of `q`. Memory written: the sums (`stmia`, three words
+/// per pass), `frame[3]` and `frame[4]` (advanced each pass), and three stack words
 /// (r6, r7 and the frame's address, popped before the asm ends).
 ///
 /// # Safety
 ///
-/// `frame[0]` points to a packing of `kernels::pack` with `groups = 2 * pairs + odd > 0`
-/// groups that is live for the call (with at least two groups, its marker in place and
-/// four readable words from it); `rows` points to `passes * 3` rows (or, with stride 0,
-/// one row) of `4 * groups` readable bytes each, `stride` apart, 4-aligned; `frame[4]`
-/// points to `3 * passes` writable i32s; `passes > 0`.
+/// `frame[0]` points to a packing of `kernels::pack` with `groups > 0` groups that is
+/// live for the call (with at least two groups, its marker in place and four readable
+/// words from it); `cols == 4 * groups`; `rows` points to `3 * passes` consecutive rows
+/// of `cols` readable bytes each, 4-aligned; `frame[3]` points to `3 * passes` writable
+/// i32s; `passes > 0`.
 #[inline(never)]
 unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
     // SAFETY: the caller's contract, the audit notes above: every read is inside the

@@ -162,8 +162,8 @@ fn matvec_le(w: &[u8], bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
     }
 }
 
-/// Marks the end of the packed activations for [`crate::arm::dot3_i8`]: a word whose low
-/// half is -32768, which no activation takes (they lie in `-32767..=32767`).
+/// Marks the end of the packed groups for the assembly loop (`arm::passes_i8`): a word
+/// whose low half is -32768, which no activation takes (they lie in `-32767..=32767`).
 pub(crate) const PACKED_END: u32 = 0x8000_8000;
 
 /// The largest |activation| of a layer with `cols` inputs once quantised to integers:
@@ -186,8 +186,8 @@ fn act_range(cols: usize) -> i32 {
 /// the pair `(w0, w2)`, bytes 1 and 3 the pair `(w1, w3)`, each multiplied with its
 /// word by one instruction. With at least two groups, [`PACKED_END`] follows them
 /// (the assembly loop stops on it). The `cols % 4` last inputs stay where they were,
-/// one word each (offset by 32 768). Built only by [`pack`], which upholds these invariants for the
-/// assembly.
+/// one word each (offset by 32 768). Built only by [`pack`], which upholds these
+/// invariants for the assembly.
 pub(crate) struct Packed<'a> {
     words: &'a [u32],
     groups: usize,
@@ -225,9 +225,9 @@ impl Packed<'_> {
 ///
 /// `v * inv + 32768.5` lies in `0.5..=65535.5` (|v| <= max), so the conversion, which
 /// truncates, rounds `v * inv` to the nearest integer plus 32 768; the 16-bit halves
-/// of a packed word then become two's complement with one `^ 0x8000_8000`. NaN (from
-/// `max == 0`, where `inv` is infinite) converts to 0, i.e. -32 768: such a layer's
-/// scale is 0 anyway.
+/// of a packed word then become two's complement with one `^ 0x8000_8000`. An input
+/// with an infinity or a NaN gives a scale that is not finite, so the outputs are not
+/// either (their bits may differ between targets); such inputs quantise to -32 768.
 fn pack(x: &mut [f32]) -> Option<(Packed<'_>, f32)> {
     let cols = x.len();
     // The largest magnitude, compared as bits without the sign (monotonic in |v|).
@@ -235,7 +235,9 @@ fn pack(x: &mut [f32]) -> Option<(Packed<'_>, f32)> {
     for &v in x.iter() {
         max_bits = max_bits.max(v.to_bits() << 1);
     }
-    let max = f32::from_bits(max_bits >> 1);
+    // At least 2^-100, so that an input of zeros (a layer whose ReLUs are all off)
+    // quantises to zeros with a finite `inv`.
+    let max = f32::from_bits((max_bits >> 1).max(0x0d80_0000));
     let range = act_range(cols) as f32;
     let inv = range / max;
     let words: &mut [u32] = bytemuck::try_cast_slice_mut(x).ok()?;
@@ -435,7 +437,11 @@ mod tests {
                 linear(weights, &bias, &mut x.clone(), &mut y, false);
                 let max = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
                 let range = act_range(cols) as f32;
-                let inv = range / max;
+                let inv = if max > 0.0 && max < f32::INFINITY {
+                    range / max
+                } else {
+                    0.0
+                };
                 let xq: Vec<i64> = x
                     .iter()
                     .map(|&v| ((v * inv + 32768.5) as i64) - 32768)
@@ -482,6 +488,28 @@ mod tests {
             crate::arm::rows_i8(&packed, &q, cols, &mut b);
             assert_eq!(a, b, "rows {rows} cols {cols}");
         }
+    }
+
+    /// An input of zeros (a layer whose ReLUs are all off) gives the biases; one with a
+    /// NaN gives NaN.
+    #[test]
+    fn int8_degenerate_inputs() {
+        let (rows, cols) = (5usize, 16usize);
+        let q: Vec<u8> = (0..rows * cols).map(|k| (k * 37 % 256) as u8).collect();
+        let scale = bytes(&std::vec![0.01; rows]);
+        let b = values(rows, 4);
+        let bias = bytes(&b);
+        let w = Weights::I8 {
+            q: &q,
+            scale: &scale,
+        };
+        let mut y = std::vec![0.0f32; rows];
+        linear(w, &bias, &mut std::vec![0.0; cols], &mut y, false);
+        assert_eq!(y, b);
+        let mut x = values(cols, 5);
+        x[3] = f32::NAN;
+        linear(w, &bias, &mut x, &mut y, false);
+        assert!(y.iter().all(|v| v.is_nan()), "{y:?}");
     }
 
     #[test]

@@ -16,8 +16,9 @@
 //! - [`Model::shaped_reward`] gives the potential-based shaped reward.
 //!
 //! No allocation, no panics (enforced by lints), and no `unsafe` outside one audited
-//! module for hard-float ARM targets (`src/arm.rs`: the f32 inner loop and `vsqrt` in
-//! assembly, bit-identical to the portable code used elsewhere).
+//! module for hard-float ARM targets (`src/arm.rs`: the f32 inner loop, `vsqrt` and, on
+//! ARMv7E-M, the int8 layer loop in assembly, bit-identical to the portable code used
+//! elsewhere).
 //!
 //! The format itself (its name, versions, metadata keys, tensor names and heads) is
 //! spelled once, in [`format`], for readers and writers alike.

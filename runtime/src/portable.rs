@@ -1,6 +1,6 @@
-//! The portable inner loops: the four-row block of the f32 kernel and the three-row
-//! int8 sums, what [`crate::kernels`] runs on every target but hard-float ARM, where
-//! `arm::block4` and `arm::dot3_i8` compute the same sums in assembly (and fall back to
+//! The portable inner loops: the four-row block of the f32 kernel and the int8 sums.
+//! [`crate::kernels`] runs them wherever the assembly does not: `arm::block4` on
+//! hard-float ARM and `arm::rows_i8` on ARMv7E-M compute the same sums (and fall back to
 //! these functions where their preconditions do not hold).
 
 use crate::kernels::Packed;
