@@ -155,9 +155,10 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
 /// `kernels::pack`; the loop then stops early and reads less.) So each pass reads at
 /// most `2 * groups + 4` words of activations and `4 * groups` bytes from each of its
 /// row pointers; the next pass starts where the third pointer stopped, at or before the
-/// next row, so the third row of every pass ends at or before the end of `q`. Memory written: the sums (`stmia`, three words
-/// per pass), `frame[3]` and `frame[4]` (advanced each pass), and three stack words
-/// (r6, r7 and the frame's address, popped before the asm ends).
+/// next row, so the third row of every pass ends at or before the end of `q`. Memory
+/// written: the sums (`stmia`, three words per pass), `frame[3]` and `frame[4]`
+/// (advanced each pass), and three stack words (r6, r7 and the frame's address, popped
+/// before the asm ends).
 ///
 /// # Safety
 ///

@@ -127,9 +127,9 @@ impl Model<'_> {
 
     /// `V` of each state of `states` (`values.len()` states, row-major), ignoring the
     /// density gate: bit-identical to [`Model::value`] on each. With
-    /// [`Model::batch_scratch_len`] elements of scratch a fully connected f32 model reads each
-    /// weight once per [`BATCH`] states; with [`Model::scratch_len`] it goes one state at
-    /// a time. Errors as [`Model::value`] (the first failing state's).
+    /// [`Model::batch_scratch_len`] elements of scratch a fully connected f32 model reads
+    /// each weight once per [`BATCH`] states; with [`Model::scratch_len`] it goes one
+    /// state at a time. Errors as [`Model::value`] (the first failing state's).
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));

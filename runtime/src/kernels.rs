@@ -96,6 +96,8 @@ fn from(v: &[f32], start: usize) -> &[f32] {
 /// Aligned f32 weights, the fast path: four rows at a time through [`block4`] (the
 /// columns in groups of four), then the leftover columns and rows. Every row is summed
 /// left to right, so results equal [`dot_f32`]'s and the byte-wise path's.
+// Out of line: inlined into `linear` next to the int8 code, its register allocation
+// (hence its instruction count, docs/runtime.md) would depend on that code.
 #[inline(never)]
 fn matvec_f32(w: &[f32], bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
     let cols = x.len();

@@ -48,7 +48,7 @@ pub(crate) fn block4_portable(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
     [s0, s1, s2, s3]
 }
 
-/// `a * b` added to `s`: exact, since the packing bounds every partial sum
+/// `w * xq` added to `s`: exact, since the packing bounds every partial sum
 /// (`kernels::act_range`), so the wrapping operations never wrap.
 #[inline(always)]
 fn mac(s: &mut i32, w: u8, xq: i32) {
@@ -114,7 +114,7 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     }
 }
 
-/// What [`rows_i8`] computes, in less code (one input at a time): the fallback of
+/// What `rows_i8` computes, in less code (one input at a time): the fallback of
 /// `arm::rows_i8`, where the assembly does the work and flash is scarce.
 #[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
 pub(crate) fn rows_i8_compact(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
