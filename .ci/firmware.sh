@@ -10,8 +10,9 @@
 #    and without its `images` feature, and the maze guidance crate (laq-maze).
 # 3. Fuzzes the model loader for FUZZ_SECONDS (default 60).
 # 4. If the grid and maze models exist, builds the firmware (without and with the
-#    runtime's `images` feature), runs it in QEMU and prints the size and
-#    instruction-count figures (tests/tests/firmware.rs asserts on them).
+#    runtime's `images` feature), runs it in QEMU (and `bench_m0` on a Cortex-M0, QEMU
+#    microbit) and prints the size and instruction-count figures (tests/tests/firmware.rs
+#    asserts on them).
 # 5. Builds the C interface (laq-runtime-c) for thumbv7em-none-eabihf and, with the grid
 #    model, runs the C grid guide on the host and in QEMU (firmware-examples/c/run.sh).
 #
@@ -81,7 +82,7 @@ step "fuzzing the loader for ${FUZZ_SECONDS}s"
 model="${LAQ_GRID_MODEL:-$root/models/gridworld/value.safetensors}"
 maze_model="${LAQ_MAZE_MODEL:-$root/models/maze2d/value.safetensors}"
 if [[ -f "$model" && -f "$maze_model" ]]; then
-    step "firmware (QEMU mps2-an386, Cortex-M4F)"
+    step "firmware (QEMU mps2-an386, Cortex-M4F; microbit, Cortex-M0)"
     (
         cd firmware-examples
         cargo clippy --release --bins -- -D warnings
@@ -101,6 +102,11 @@ if [[ -f "$model" && -f "$maze_model" ]]; then
         "${qemu[@]}" -icount shift=0 -kernel "$bin/bench_image"
         echo "with images:"
         arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full"
+        # Cortex-M0 (no FPU, no DSP extension) on QEMU's microbit: f32 and int8.
+        cargo build --release --target thumbv6m-none-eabi --bin bench_m0
+        qemu-system-arm -machine microbit -nographic \
+            -semihosting-config enable=on,target=native -icount shift=0 \
+            -kernel "${CARGO_TARGET_DIR:-target}/thumbv6m-none-eabi/release/bench_m0"
     )
 else
     step "firmware skipped: $model or $maze_model not found (train the models first)"

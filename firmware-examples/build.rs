@@ -1,6 +1,8 @@
 //! Build script of the firmware examples.
 //!
-//! - puts `memory.x` on the linker search path (for cortex-m-rt's `link.x`);
+//! - puts the memory layout on the linker search path as `memory.x` (for cortex-m-rt's
+//!   `link.x`): `memory-mps2.x`, or `memory-microbit.x` for thumbv6m-none-eabi
+//!   (`bench_m0` on QEMU's microbit);
 //! - copies the grid model (`../models/gridworld/value.safetensors`, or the file named
 //!   by `LAQ_GRID_MODEL`) and the maze model (`../models/maze2d/value.safetensors`, or
 //!   `LAQ_MAZE_MODEL`) to `OUT_DIR` for `include_bytes!`;
@@ -28,9 +30,18 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
 
-    fs::copy(manifest.join("memory.x"), out.join("memory.x")).expect("copy memory.x");
+    // Cortex-M0 (thumbv6m, `bench_m0`) runs on QEMU's microbit, whose memory is small.
+    // (No `memory.x` in this directory: the linker would find it before OUT_DIR's.)
+    let target = env::var("TARGET").unwrap_or_default();
+    let memory = if target.starts_with("thumbv6m") {
+        "memory-microbit.x"
+    } else {
+        "memory-mps2.x"
+    };
+    fs::copy(manifest.join(memory), out.join("memory.x")).expect("copy memory.x");
     println!("cargo:rustc-link-search={}", out.display());
-    println!("cargo:rerun-if-changed=memory.x");
+    println!("cargo:rerun-if-changed=memory-mps2.x");
+    println!("cargo:rerun-if-changed=memory-microbit.x");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=LAQ_GRID_MODEL");
 

@@ -6,7 +6,7 @@
 #[cfg(feature = "batch")]
 use crate::kernels::{finish, le_at, F32s};
 #[cfg(feature = "batch")]
-use crate::slots::{bias_slot, scale_slot, weight_slot, SLOT_INPUT_MEAN, SLOT_INPUT_SCALE};
+use crate::slots::{bias_slot, weight_slot, SLOT_INPUT_MEAN, SLOT_INPUT_SCALE};
 use crate::{Error, Model};
 
 /// States evaluated together by [`Model::values`] and [`Model::select`] (when the
@@ -85,59 +85,38 @@ pub(crate) fn layer_f32_body(w: &[f32], bias: &[u8], x: &[Lanes], y: &mut [Lanes
 }
 
 #[cfg(feature = "batch")]
-/// Any other weights, one row at a time: unaligned f32 (read byte-wise) or int8 (`q * x`
-/// summed, then one multiply by the row's scale, as the single-state kernel does).
-fn layer_any(w: Weights<'_>, bias: &[u8], x: &[Lanes], y: &mut [Lanes], relu: bool) {
+/// Unaligned f32 weights (read byte-wise), one row at a time.
+fn layer_bytes(w: &[u8], bias: &[u8], x: &[Lanes], y: &mut [Lanes], relu: bool) {
     let cols = x.len();
     for (r, o) in y.iter_mut().enumerate() {
         let mut acc = [0.0f32; BATCH];
         let start = r.saturating_mul(cols);
         for (j, xj) in x.iter().enumerate() {
-            let at = start.saturating_add(j);
-            let wj = match w {
-                Weights::Bytes(b) => le_at(b, at),
-                Weights::I8 { q, .. } => f32::from(q.get(at).copied().unwrap_or(0) as i8),
-            };
-            axpy(&mut acc, wj, xj);
+            axpy(&mut acc, le_at(w, start.saturating_add(j)), xj);
         }
-        let scale = match w {
-            Weights::Bytes(_) => None,
-            Weights::I8 { scale, .. } => Some(le_at(scale, r)),
-        };
         let b = le_at(bias, r);
         for (o, &a) in o.iter_mut().zip(&acc) {
-            let a = match scale {
-                Some(s) => a * s,
-                None => a,
-            };
             *o = finish(a, b, relu);
         }
     }
 }
 
-#[cfg(feature = "batch")]
-/// Weights [`layer_any`] reads.
-#[derive(Clone, Copy)]
-enum Weights<'a> {
-    Bytes(&'a [u8]),
-    I8 { q: &'a [u8], scale: &'a [u8] },
-}
-
 impl Model<'_> {
     /// Whether [`Model::values`] evaluates this model [`BATCH`] states at a time: fully
-    /// connected models (image models go one state at a time).
+    /// connected f32 models. Image models and models with int8 layers go one state at a
+    /// time (an int8 layer quantises each state's activations with a scale of its own).
     pub(crate) fn batches(&self) -> bool {
         #[cfg(all(feature = "batch", feature = "images"))]
-        return self.layout.conv == 0;
+        return self.layout.conv == 0 && self.layout.int8 == 0;
         #[cfg(all(feature = "batch", not(feature = "images")))]
-        return true;
+        return self.layout.int8 == 0;
         #[cfg(not(feature = "batch"))]
         false
     }
 
     /// Scratch (f32 elements) with which [`Model::values`] and [`Model::select`]
-    /// evaluate [`BATCH`] states at a time; [`Model::scratch_len`] for image models,
-    /// which go one state at a time.
+    /// evaluate [`BATCH`] states at a time; [`Model::scratch_len`] for image models and
+    /// models with int8 layers, which go one state at a time.
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
@@ -156,9 +135,9 @@ impl Model<'_> {
 
     /// `V` of each state of `states` (`values.len()` states, row-major), ignoring the
     /// density gate: bit-identical to [`Model::value`] on each. With
-    /// [`Model::batch_scratch_len`] elements of scratch a fully connected model reads each
-    /// weight once per [`BATCH`] states; with [`Model::scratch_len`] it goes one state at
-    /// a time. Errors as [`Model::value`] (the first failing state's).
+    /// [`Model::batch_scratch_len`] elements of scratch a fully connected f32 model reads
+    /// each weight once per [`BATCH`] states; with [`Model::scratch_len`] it goes one
+    /// state at a time. Errors as [`Model::value`] (the first failing state's).
     ///
     /// ```
     /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
@@ -278,17 +257,9 @@ impl Model<'_> {
                     0..rows,
                 )
             };
-            if self.layout.int8 & (1 << i) != 0 {
-                let w = Weights::I8 {
-                    q: self.bytes(weight_slot(i)),
-                    scale: self.bytes(scale_slot(i)),
-                };
-                layer_any(w, bias, x, y, relu);
-            } else {
-                match self.f32s(weight_slot(i)) {
-                    F32s::Aligned(w) => layer_f32(w, bias, x, y, relu),
-                    F32s::Bytes(w) => layer_any(Weights::Bytes(w), bias, x, y, relu),
-                }
+            match self.f32s(weight_slot(i)) {
+                F32s::Aligned(w) => layer_f32(w, bias, x, y, relu),
+                F32s::Bytes(w) => layer_bytes(w, bias, x, y, relu),
             }
             last = out;
             front = !front;

@@ -126,7 +126,7 @@ impl Model<'_> {
                 let (lo, hi) = buf
                     .split_at_mut_checked(split)
                     .ok_or(Error::BufferTooSmall)?;
-                let x = lo.get(..cols).ok_or(Error::BufferTooSmall)?;
+                let x = lo.get_mut(..cols).ok_or(Error::BufferTooSmall)?;
                 linear(weights, bias, x, hi, relu);
                 out = split..need;
             } else {

@@ -16,10 +16,10 @@
 //! - [`Model::shaped_reward`] gives the potential-based shaped reward.
 //!
 //! No allocation, no panics (enforced by lints), and no `unsafe` outside two audited
-//! modules: one for hard-float ARM targets (`src/arm.rs`: the f32 inner loop and `vsqrt`
-//! in assembly, bit-identical to the portable code used elsewhere) and one for x86-64
-//! hosts (`src/x86.rs`: the batched layer compiled with AVX, chosen at run time,
-//! bit-identical too).
+//! modules: one for hard-float ARM targets (`src/arm.rs`: the f32 inner loop, `vsqrt`
+//! and, on ARMv7E-M, the int8 layer loop in assembly, bit-identical to the portable code
+//! used elsewhere) and one for x86-64 hosts (`src/x86.rs`: the batched layer compiled
+//! with AVX, chosen at run time, bit-identical too).
 //!
 //! The format itself (its name, versions, metadata keys, tensor names and heads) is
 //! spelled once, in [`format`], for readers and writers alike.
@@ -37,7 +37,7 @@
 //!   and [`Model::new_checked`] refuses image models (a version 2 file, or any file
 //!   with a `conv.*` tensor) with [`Error::UnsupportedFormat`].
 //! - `batch` (default): [`Model::values`] and [`Model::select`] evaluate [`BATCH`]
-//!   states of a fully connected model at a time when the scratch holds
+//!   states of a fully connected f32 model at a time when the scratch holds
 //!   [`Model::batch_scratch_len`] elements (bit-identical values; about 4 KB more flash
 //!   on a Cortex-M4F where `select` is linked). Without it they go one state at a time
 //!   and [`Model::batch_scratch_len`] is [`Model::scratch_len`].

@@ -1,6 +1,9 @@
-//! The portable four-row block of the f32 inner loop: what [`crate::kernels`] runs on
-//! every target but hard-float ARM, where `arm::block4` computes the same sums in
-//! assembly (and falls back to this function on rows too short for it).
+//! The portable inner loops: the four-row block of the f32 kernel and the int8 sums.
+//! [`crate::kernels`] runs them wherever the assembly does not: `arm::block4` on
+//! hard-float ARM and `arm::rows_i8` on ARMv7E-M compute the same sums (and fall back to
+//! these functions where their preconditions do not hold).
+
+use crate::kernels::Packed;
 
 /// `[sum_j rows[k][j] * x[j]; 4]` over the columns of `x`, for a multiple of 4
 /// columns, each row accumulated left to right. Portable version: blocks of 4 rows x
@@ -43,4 +46,82 @@ pub(crate) fn block4_portable(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
         }
     }
     [s0, s1, s2, s3]
+}
+
+/// `w * xq` added to `s`: exact, since the packing bounds every partial sum
+/// (`kernels::act_range`), so the wrapping operations never wrap.
+#[inline(always)]
+fn mac(s: &mut i32, w: u8, xq: i32) {
+    *s = s.wrapping_add(i32::from(w as i8).wrapping_mul(xq));
+}
+
+/// `s + sum_k w[k] * xq[k]` over four weights (see [`mac`]).
+#[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
+#[inline(always)]
+fn dot4(s: i32, w: &[u8], xq: [i32; 4]) -> i32 {
+    let &[w0, w1, w2, w3] = w else {
+        return s;
+    };
+    let [x0, x1, x2, x3] = xq;
+    let p = |w: u8, x: i32| i32::from(w as i8).wrapping_mul(x);
+    s.wrapping_add(p(w0, x0))
+        .wrapping_add(p(w1, x1))
+        .wrapping_add(p(w2, x2))
+        .wrapping_add(p(w3, x3))
+}
+
+/// Writes to `sums[r]` the int8 sum `sum_j q[r][j] * xq[j]` of row `r` of `q`
+/// (`sums.len()` rows of `cols` bytes, read from any address): the portable path.
+/// Three rows at a time, so that they share the unpacking of each group of inputs.
+#[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
+pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
+    let head = 4 * x.groups();
+    let mut rows = q.chunks_exact(cols.max(1));
+    for out in sums.chunks_mut(3) {
+        let Some(r0) = rows.next() else {
+            break;
+        };
+        // A pass of fewer than three rows repeats its last row.
+        let r1 = if out.len() > 1 { rows.next() } else { None }.unwrap_or(r0);
+        let r2 = if out.len() > 2 { rows.next() } else { None }.unwrap_or(r1);
+        let (mut s0, mut s1, mut s2) = (0i32, 0i32, 0i32);
+        let groups = x.words().chunks_exact(2).take(x.groups());
+        let [w0, w1, w2] = [r0, r1, r2].map(|r| r.chunks_exact(4));
+        for (((pair, w0), w1), w2) in groups.zip(w0).zip(w1).zip(w2) {
+            let &[a, b] = pair else {
+                continue;
+            };
+            // Inputs 0 and 2 are the halves of `a`, 1 and 3 those of `b`.
+            let xq = [
+                i32::from(a as i16),
+                i32::from(b as i16),
+                i32::from((a >> 16) as i16),
+                i32::from((b >> 16) as i16),
+            ];
+            s0 = dot4(s0, w0, xq);
+            s1 = dot4(s1, w1, xq);
+            s2 = dot4(s2, w2, xq);
+        }
+        let mut s = [s0, s1, s2];
+        for (s, row) in s.iter_mut().zip([r0, r1, r2]) {
+            for (j, &w) in row.iter().enumerate().skip(head) {
+                mac(s, w, x.get(j));
+            }
+        }
+        for (o, s) in out.iter_mut().zip(s) {
+            *o = s;
+        }
+    }
+}
+
+/// What `rows_i8` computes, in less code (one input at a time): the fallback of
+/// `arm::rows_i8`, where the assembly does the work and flash is scarce.
+#[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
+pub(crate) fn rows_i8_compact(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
+    for (s, row) in sums.iter_mut().zip(q.chunks_exact(cols.max(1))) {
+        *s = 0;
+        for (j, &w) in row.iter().enumerate() {
+            mac(s, w, x.get(j));
+        }
+    }
 }

@@ -293,7 +293,7 @@ impl Model<'_> {
     /// index. Returns the index of the winner, or [`Error::NoValidCandidate`].
     ///
     /// `scratch` needs [`Model::scratch_len`] elements; with
-    /// [`Model::batch_scratch_len`] a fully connected model scores [`BATCH`] candidates
+    /// [`Model::batch_scratch_len`] a fully connected f32 model scores [`BATCH`] candidates
     /// at a time, reading each weight once for all of them (the same values and choice).
     /// `report` needs at least `controllers.len()`. `gamma` is [`Model::gamma`].
     ///

@@ -5,10 +5,11 @@
 //! runs `bench_image` (the image model, built with the runtime's `images` feature); and
 //! runs `maze_guide` (value-guided motion primitives in the U-maze) and checks that its
 //! outcome from every start equals `laq::studies::guidance`'s on the host (the same `laq-maze` code). Measures the runtime's code
-//! size with and without `images` against `laq inspect`'s figures.
+//! size with and without `images` against `laq inspect`'s figures. Runs `bench_m0` on a
+//! Cortex-M0 (QEMU microbit, thumbv6m-none-eabi).
 //!
-//! Needs `qemu-system-arm`, the `thumbv7em-none-eabihf` Rust target and `flip-link`
-//! (`.ci/firmware.sh` installs all three), and the trained grid and maze models
+//! Needs `qemu-system-arm`, the `thumbv7em-none-eabihf` and `thumbv6m-none-eabi` Rust
+//! targets and `flip-link` (`.ci/firmware.sh` installs them), and the trained grid and maze models
 //! (`models/gridworld/value.safetensors`, `models/maze2d/value.safetensors`). A missing
 //! prerequisite fails the test with what to install; it never passes silently.
 
@@ -54,13 +55,15 @@ fn require_prerequisites(root: &Path) {
         .output()
         .ok()
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    let has_target = sysroot
-        .map(|s| s.join("lib/rustlib").join(TARGET).is_dir())
-        .unwrap_or(false);
-    if !has_target {
-        missing.push(format!(
-            "the {TARGET} Rust target (`rustup target add {TARGET}`)"
-        ));
+    for target in [TARGET, "thumbv6m-none-eabi"] {
+        let has_target = sysroot
+            .as_ref()
+            .is_some_and(|s| s.join("lib/rustlib").join(target).is_dir());
+        if !has_target {
+            missing.push(format!(
+                "the {target} Rust target (`rustup target add {target}`)"
+            ));
+        }
     }
     if !on_path("flip-link") {
         missing.push("flip-link, the firmware's linker (`cargo install flip-link`)".into());
@@ -210,6 +213,92 @@ fn grid_guide_runs_in_qemu() {
         "{out}"
     );
     assert!(out.contains("bench_mcu: PASS"), "{out}");
+    // The figures of docs/runtime.md's table, with a little room: the f32 kernel's 2.0
+    // goal, and the int8 kernel (dual 16-bit multiply-accumulate) faster than f32.
+    let f32_mac = per_mac(&out, "mlp 4-128-128-8 f32");
+    let int8_mac = per_mac(&out, "mlp 4-128-128-8 int8");
+    assert!(f32_mac <= 2.0, "f32: {f32_mac} instructions per MAC\n{out}");
+    assert!(
+        int8_mac <= 2.1,
+        "int8: {int8_mac} instructions per MAC\n{out}"
+    );
+}
+
+/// Instructions per multiply-accumulate on the benchmark line that starts with `name`.
+fn per_mac(out: &str, name: &str) -> f32 {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no `{name}` line in\n{out}"));
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let at = tokens
+        .iter()
+        .position(|t| *t == "instr/MAC")
+        .unwrap_or_else(|| panic!("no instr/MAC in `{line}`"));
+    tokens[at - 1]
+        .parse()
+        .unwrap_or_else(|e| panic!("instr/MAC in `{line}`: {e}"))
+}
+
+/// The Cortex-M0 (thumbv6m-none-eabi: no FPU, no DSP extension) on QEMU's microbit:
+/// `bench_m0` checks the 4-128-128-8 model in f32 (software floating point) and int8
+/// (the portable integer path) against the host's values and prints instructions per
+/// MAC.
+#[test]
+fn m0_bench_runs_in_qemu() {
+    const M0: &str = "thumbv6m-none-eabi";
+    let root = repo_root();
+    require_prerequisites(&root);
+    let dir = root.join("firmware-examples");
+    let target_dir = dir.join("target");
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(&dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET")
+        .args([
+            "build",
+            "--release",
+            "--target",
+            M0,
+            "--bin",
+            "bench_m0",
+            "--target-dir",
+        ])
+        .arg(&target_dir)
+        .status()
+        .expect("run cargo build for bench_m0");
+    assert!(
+        status.success(),
+        "building bench_m0 for {M0} failed (`rustup target add {M0}`)"
+    );
+    let elf = target_dir.join(M0).join("release").join("bench_m0");
+    let run = Command::new(QEMU)
+        .args(["-machine", "microbit", "-nographic"])
+        .args(["-semihosting-config", "enable=on,target=native"])
+        .args(["-icount", "shift=0", "-kernel"])
+        .arg(&elf)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run qemu-system-arm -machine microbit");
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    println!("{out}");
+    assert!(run.status.success(), "bench_m0 exited with failure:\n{out}");
+    assert!(out.contains("bench_m0: PASS"), "{out}");
+    let f32_mac = per_mac(&out, "mlp 4-128-128-8 f32");
+    let int8_mac = per_mac(&out, "mlp 4-128-128-8 int8");
+    // docs/runtime.md: about 166 (software floating point) and 24.
+    assert!(
+        int8_mac <= 30.0,
+        "int8: {int8_mac} instructions per MAC\n{out}"
+    );
+    assert!(
+        int8_mac * 4.0 < f32_mac,
+        "int8 ({int8_mac}) is not well ahead of f32 ({f32_mac})\n{out}"
+    );
 }
 
 /// The image model (convolutions) on the target, with the runtime's `images` feature:
