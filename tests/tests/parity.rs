@@ -37,7 +37,14 @@ fn random_model(rng: &mut ChaCha8Rng, dims: &[usize], head: Head) -> ValueModel 
     }
 }
 
-fn check(model: &ValueModel, bytes: Vec<u8>, states: &[f32]) {
+/// Runtime and candle on f32 layers: only the summation order differs.
+const F32_TOLERANCE: f32 = 1e-5;
+/// With int8 layers the runtime also rounds each layer's input to int16 (one scale per
+/// vector, docs/runtime.md): on these models the largest difference is 8.9e-5.
+const INT8_TOLERANCE: f32 = 3e-4;
+
+/// Runtime against candle, within `rel` of max(|V|, 1).
+fn check(model: &ValueModel, bytes: Vec<u8>, states: &[f32], rel: f32) {
     let ours = model.values_candle(states, &Device::Cpu).unwrap();
     let owned = OwnedModel::from_vec(bytes).unwrap();
     let rt = owned.model();
@@ -45,7 +52,7 @@ fn check(model: &ValueModel, bytes: Vec<u8>, states: &[f32]) {
     let d = model.input_dim();
     for (i, s) in states.chunks_exact(d).enumerate() {
         let v = rt.value(s, &mut scratch).unwrap();
-        let tol = 1e-5 * ours[i].abs().max(1.0);
+        let tol = rel * ours[i].abs().max(1.0);
         assert!(
             (v - ours[i]).abs() <= tol,
             "state {i}: runtime {v} vs candle {}",
@@ -67,11 +74,12 @@ fn runtime_matches_candle_on_random_models_and_states() {
         let states: Vec<f32> = (0..200 * dims[0])
             .map(|_| rng.random_range(-5.0f32..5.0))
             .collect();
-        check(&m, m.to_bytes(false).unwrap(), &states);
-        // int8: the runtime must match the dequantised weights the trainer reads back.
+        check(&m, m.to_bytes(false).unwrap(), &states, F32_TOLERANCE);
+        // int8: the runtime against the dequantised weights the trainer reads back; they
+        // differ by the runtime's quantisation of each int8 layer's input to int16.
         let q_bytes = m.to_bytes(true).unwrap();
         let q = ValueModel::from_bytes(&q_bytes).unwrap();
-        check(&q, q_bytes, &states);
+        check(&q, q_bytes, &states, INT8_TOLERANCE);
     }
 }
 
@@ -86,7 +94,7 @@ fn runtime_matches_candle_on_the_shipped_grid_model() {
         .flat_map(|i| [(i / 6) as f32, (i % 6) as f32])
         .collect();
     states.extend((0..400).map(|_| rng.random_range(-1.0f32..6.0)));
-    check(&m, bytes, &states);
+    check(&m, bytes, &states, F32_TOLERANCE);
 }
 
 /// A convolutional Q-network as the trainer builds it, with random weights and a random
