@@ -110,6 +110,27 @@ impl Predictor for ForwardModel {
             .sqr()?
             .sum(D::Minus1)
     }
+
+    /// The gradient from a second pass over the B assigned rows instead of a backward
+    /// pass through all B * K (as the image model does).
+    fn assigned_loss(
+        &self,
+        s: &Tensor,
+        s_next: &Tensor,
+        _errors: &Tensor,
+        assigned: &[u32],
+    ) -> candle_core::Result<Tensor> {
+        let h = self.encoder.forward(s)?.relu()?;
+        let a = self.from_state.forward(&h)?;
+        let idx = Tensor::from_slice(assigned, assigned.len(), s.device())?;
+        let c = self
+            .from_action
+            .forward(&self.embeddings)?
+            .index_select(&idx, 0)?;
+        let x = (a + c)?.relu()?;
+        let pred = (self.decoder.forward(&x)? + s)?;
+        (pred - s_next)?.sqr()?.sum(D::Minus1)?.mean_all()
+    }
 }
 
 /// Sample and latent-action indices of the `B * K` expanded rows.
