@@ -542,9 +542,37 @@ mod tests {
         let rows = Tensor::new(&[0u32, 4, 4], &dev).unwrap();
         let acts = Tensor::new(&[3u32, 0, 2], &dev).unwrap();
         assert_eq!(m.deltas(&s, &rows, &acts).unwrap().dims(), &[3, 768]);
-        let assigned = [2u32, 0, 7, 3, 1];
-        let ours = m.assigned_loss(&s, &s2, &err, &assigned).unwrap();
-        let idx = Tensor::new(&assigned, &dev).unwrap().unsqueeze(1).unwrap();
+        assigned_loss_is_the_gathered_loss(&m, &vm, &s, &s2, &[2, 0, 7, 3, 1]);
+    }
+
+    /// The fully connected model too trains on a second pass over the assigned rows.
+    #[test]
+    fn mlp_model_assigned_loss() {
+        let dev = Device::Cpu;
+        let cfg = MiningConfig::default();
+        let (vm, vb) = nn::new_varmap(&dev);
+        let m = ForwardModel::new(vb, 3, &cfg).unwrap();
+        nn::init_vars(&vm, 2).unwrap();
+        let s = Tensor::randn(0f32, 1.0, (6, 3), &dev).unwrap();
+        let s2 = Tensor::randn(0f32, 1.0, (6, 3), &dev).unwrap();
+        assigned_loss_is_the_gathered_loss(&m, &vm, &s, &s2, &[2, 0, 7, 3, 1, 1]);
+    }
+
+    /// `assigned_loss` equals the assigned entries of the error matrix, and its gradient
+    /// is the gradient of gathering them.
+    fn assigned_loss_is_the_gathered_loss(
+        m: &dyn Predictor,
+        vm: &candle_nn::VarMap,
+        s: &Tensor,
+        s2: &Tensor,
+        assigned: &[u32],
+    ) {
+        let err = m.errors(s, s2).unwrap();
+        let ours = m.assigned_loss(s, s2, &err, assigned).unwrap();
+        let idx = Tensor::new(assigned, s.device())
+            .unwrap()
+            .unsqueeze(1)
+            .unwrap();
         let gathered = err.gather(&idx, 1).unwrap().mean_all().unwrap();
         let (a, b) = (
             ours.to_scalar::<f32>().unwrap(),
@@ -552,7 +580,7 @@ mod tests {
         );
         assert!((a - b).abs() <= 1e-4 * b.abs(), "{a} vs {b}");
         let (ga, gb) = (ours.backward().unwrap(), gathered.backward().unwrap());
-        for (name, var) in nn::sorted_vars(&vm).unwrap() {
+        for (name, var) in nn::sorted_vars(vm).unwrap() {
             let x: Vec<f32> = ga
                 .get(&var)
                 .unwrap()
