@@ -81,17 +81,24 @@ impl ForwardModel {
     /// Predictions `[B, K, D]` for states `[B, D]`.
     pub fn forward(&self, s: &Tensor) -> candle_core::Result<Tensor> {
         let (b, d) = s.dims2()?;
-        // The encoder's last layer is followed by a ReLU too: it feeds the decoder.
-        let h = self.encoder.forward(s)?.relu()?;
-        let a = self.from_state.forward(&h)?;
-        let c = self.from_action.forward(&self.embeddings)?;
         // Row j of the expanded batch is (sample j / K, action j % K). Gathering rows with
         // index_select, rather than broadcasting, makes the backward pass a row-wise
         // scatter-add instead of a strided reduction.
         let (rows_b, rows_k) = expansion(b, self.k, s.device())?;
-        let x = (a.index_select(&rows_b, 0)? + c.index_select(&rows_k, 0)?)?.relu()?;
-        let delta = self.decoder.forward(&x)?.reshape((b, self.k, d))?;
-        delta.broadcast_add(&s.unsqueeze(1)?)
+        self.deltas(s, &rows_b, &rows_k)?
+            .reshape((b, self.k, d))?
+            .broadcast_add(&s.unsqueeze(1)?)
+    }
+
+    /// The predicted changes `[N, D]` for the pairs (sample `rows_b[j]`, latent action
+    /// `rows_k[j]`).
+    fn deltas(&self, s: &Tensor, rows_b: &Tensor, rows_k: &Tensor) -> candle_core::Result<Tensor> {
+        // The encoder's last layer is followed by a ReLU too: it feeds the decoder.
+        let h = self.encoder.forward(s)?.relu()?;
+        let a = self.from_state.forward(&h)?;
+        let c = self.from_action.forward(&self.embeddings)?;
+        let x = (a.index_select(rows_b, 0)? + c.index_select(rows_k, 0)?)?.relu()?;
+        self.decoder.forward(&x)
     }
 }
 
@@ -120,15 +127,10 @@ impl Predictor for ForwardModel {
         _errors: &Tensor,
         assigned: &[u32],
     ) -> candle_core::Result<Tensor> {
-        let h = self.encoder.forward(s)?.relu()?;
-        let a = self.from_state.forward(&h)?;
-        let idx = Tensor::from_slice(assigned, assigned.len(), s.device())?;
-        let c = self
-            .from_action
-            .forward(&self.embeddings)?
-            .index_select(&idx, 0)?;
-        let x = (a + c)?.relu()?;
-        let pred = (self.decoder.forward(&x)? + s)?;
+        let b = assigned.len();
+        let rows_b = Tensor::arange(0u32, b as u32, s.device())?;
+        let rows_k = Tensor::from_slice(assigned, b, s.device())?;
+        let pred = (self.deltas(s, &rows_b, &rows_k)? + s)?;
         (pred - s_next)?.sqr()?.sum(D::Minus1)?.mean_all()
     }
 }
