@@ -136,9 +136,10 @@ fn reproduce_maze2d_small() {
     }
 }
 
-/// Seeds run side by side give the figures they give one after the other.
+/// The study's runs side by side (value study, per-seed guidance models, shaped SAC)
+/// give the figures they give one after the other.
 #[test]
-fn maze2d_seeds_in_parallel_give_the_sequential_figures() {
+fn maze2d_runs_in_parallel_give_the_sequential_figures() {
     let dir = tempfile::tempdir().unwrap();
     let run = |jobs: &str| {
         let out = dir.path().join(format!("maze{jobs}"));
@@ -146,13 +147,24 @@ fn maze2d_seeds_in_parallel_give_the_sequential_figures() {
             .args(["reproduce", "maze2d", "--out"])
             .arg(&out)
             .args(["--steps", "8000", "--seeds", "2", "--q-steps", "600"])
-            .args(["--reference-steps", "300", "--no-behaviour"])
+            .args(["--reference-steps", "300"])
+            .args(["--shaping-seeds", "2", "--shaping-steps", "600"])
             .env("LAQ_QUIET", "1")
             .env("LAQ_JOBS", jobs)
             .status()
             .unwrap();
         assert!(status.success());
-        metrics(&out.join("metrics.json"))["methods"].clone()
+        let m = metrics(&out.join("metrics.json"));
+        assert!(m["shaping"]["unicycle"]["shaped"].is_object(), "{m}");
+        let mut shaping = m["shaping"].clone();
+        for body in shaping.as_object_mut().unwrap().values_mut() {
+            body.as_object_mut().unwrap().remove("ms_per_update");
+        }
+        (
+            m["methods"].clone(),
+            m["guidance"]["per_seed"].clone(),
+            shaping,
+        )
     };
     assert_eq!(run("1"), run("2"));
 }

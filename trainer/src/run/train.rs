@@ -178,8 +178,32 @@ pub fn train(
                 variant,
                 probe: Some(&probe),
             };
-            let net = qlearn::dqn(&inputs, &cfg.dqn, cfg.seed, device, ckpt)?;
-            timings.push((format!("Q-learning ({name})"), t.elapsed().as_secs_f64()));
+            // The trust checks' second Q-function runs beside the first where a core is
+            // free for it (each is the same alone: its own networks and random stream).
+            let side_by_side = cfg.second_seed && crate::util::parallel::jobs(device) >= 2;
+            let (net, other) = std::thread::scope(|scope| -> Result<_> {
+                let second = side_by_side.then(|| {
+                    scope.spawn(|| {
+                        crate::util::progress::hidden(|| {
+                            qlearn::dqn(&inputs, &cfg.dqn, second_seed(cfg.seed), device, None)
+                        })
+                    })
+                });
+                let net = qlearn::dqn(&inputs, &cfg.dqn, cfg.seed, device, ckpt);
+                let other = match second {
+                    Some(h) => Some(
+                        h.join()
+                            .map_err(|_| anyhow::anyhow!("the second Q-learning run panicked"))??,
+                    ),
+                    None => None,
+                };
+                Ok((net?, other))
+            })?;
+            let what = match side_by_side {
+                true => format!("Q-learning ({name}, both seeds side by side)"),
+                false => format!("Q-learning ({name})"),
+            };
+            timings.push((what, t.elapsed().as_secs_f64()));
             info.insert("q".to_string(), name.to_string());
             let (model, err) = if net.imitation.is_some() {
                 // BCQ's V is a max over the actions its imitation network allows, which
@@ -220,15 +244,16 @@ pub fn train(
             };
             let t = Instant::now();
             let all: Vec<usize> = (0..data.len()).collect();
-            let other = match cfg.second_seed {
-                true => Some(qlearn::dqn(
+            let other = match (other, cfg.second_seed) {
+                (Some(o), _) => Some(o),
+                (None, true) => Some(qlearn::dqn(
                     &inputs,
                     &cfg.dqn,
                     second_seed(cfg.seed),
                     device,
                     None,
                 )?),
-                false => None,
+                (None, false) => None,
             };
             let dynamics = dynamics_losses(&labelled, data, cfg.seed)?;
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
@@ -281,10 +306,11 @@ pub fn train(
                     final_max_return(cfg, max_return),
                 );
             }
-            timings.push((
-                "trust checks (second seed)".into(),
-                t.elapsed().as_secs_f64(),
-            ));
+            let what = match side_by_side {
+                true => "trust checks",
+                false => "trust checks (second seed)",
+            };
+            timings.push((what.into(), t.elapsed().as_secs_f64()));
             model
                 .info
                 .insert("q_seed".to_string(), selected.to_string());

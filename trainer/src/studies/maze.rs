@@ -102,111 +102,177 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
         .iter()
         .map(|&i| -(maze.oracle_distance(data.obs(i)[0], data.obs(i)[1], &dist) as f64))
         .collect();
-    let t = Instant::now();
-    let reference = crate::rl::td3bc::train(&data, &study.reference, 0, device)?;
-    let gt: Vec<f64> = reference
-        .values(&probe, device)?
-        .into_iter()
-        .map(f64::from)
-        .collect();
-    let mut timings = vec![("reference (TD3+BC)".to_string(), t.elapsed().as_secs_f64())];
-    let gt_vs_oracle = stats::spearman(&gt, &oracle);
-
-    // One seed's runs: every label source and Q variant. Seeds run side by side (as many
-    // as the cores allow), and their results are gathered in seed order.
-    struct SeedRuns {
-        /// (source/q, [gt last, oracle last, gt p95, oracle p95]).
-        rows: Vec<(String, [f64; 4])>,
-        /// The DQN value models, exported as `laq train` would write them, by source.
-        exported: Vec<(&'static str, Vec<u8>)>,
-        timings: Vec<(String, f64)>,
+    // The value study's runs, side by side as many at once as the cores allow: the TD3+BC
+    // reference and one run per (Q variant, seed, label source). Each label source is
+    // labelled once per seed, by the first run that needs it; the Q variants come one
+    // after the other in the job list, so the second finds its labels made. Figures are
+    // gathered in a fixed order, so they do not depend on how many ran at once.
+    enum Job {
+        Reference,
+        Run {
+            q: QKind,
+            seed: u64,
+            source: LabelSource,
+        },
     }
-    let run_seed = |&seed: &u64| -> Result<SeedRuns> {
-        let mut runs = SeedRuns {
-            rows: vec![],
-            exported: vec![],
-            timings: vec![],
-        };
-        for &source in &study.sources {
-            let t = Instant::now();
-            let cfg = TrainConfig {
-                seed,
-                ..study.train.clone()
-            };
-            let l = labels::make(source, &data, &cfg.mining, seed, device, None)?;
-            for &q in &study.qs {
-                let inputs = qlearn::DqnInputs {
-                    data: &data,
-                    labels: &l.labels,
-                    num_actions: l.num_actions,
-                    variant: q,
-                    probe: Some(&probe),
-                };
-                let net = qlearn::dqn(&inputs, &cfg.dqn, seed, device, None)?;
-                let (mut sg, mut so) = (vec![], vec![]);
-                for (_, v) in &net.checkpoints {
-                    let v: Vec<f64> = v.iter().map(|&x| x as f64).collect();
-                    sg.push(stats::spearman(&v, &gt));
-                    so.push(stats::spearman(&v, &oracle));
-                }
-                let first = seed == study.seeds[0];
-                let wanted = match source {
-                    LabelSource::Latent => true,
-                    LabelSource::Single => first,
-                    _ => false,
-                };
-                if q == QKind::Dqn && wanted {
-                    let mut info = crate::run::train::model_info(&TrainConfig {
-                        labels: source,
-                        ..cfg.clone()
-                    });
-                    info.insert("q".into(), QKind::Dqn.name().into());
-                    let model = ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?;
-                    runs.exported.push((source.key(), model.to_bytes(false)?));
-                }
-                let last = |s: &[f64]| s.last().copied().unwrap_or(f64::NAN);
-                runs.rows.push((
-                    format!("{}/{}", source.key(), q.name()),
-                    [
-                        last(&sg),
-                        last(&so),
-                        stats::percentile(&sg, 95.0),
-                        stats::percentile(&so, 95.0),
-                    ],
-                ));
+    enum Done {
+        Reference(Vec<f64>, f64),
+        Run {
+            /// V at every checkpoint.
+            checkpoints: Vec<Vec<f64>>,
+            /// The DQN value model, exported as `laq train` would write it.
+            exported: Option<Vec<u8>>,
+            secs: f64,
+        },
+    }
+    let mut job_list = vec![Job::Reference];
+    for &q in &study.qs {
+        for &seed in &study.seeds {
+            for &source in &study.sources {
+                job_list.push(Job::Run { q, seed, source });
             }
-            runs.timings.push((
-                format!("seed {seed} {}", source.key()),
-                t.elapsed().as_secs_f64(),
-            ));
         }
-        Ok(runs)
+    }
+    let made: Vec<std::sync::Mutex<Option<std::sync::Arc<labels::Labelled>>>> = study
+        .seeds
+        .iter()
+        .flat_map(|_| study.sources.iter().map(|_| Default::default()))
+        .collect();
+    let labels_of = |seed_i: usize, source_i: usize| -> Result<std::sync::Arc<labels::Labelled>> {
+        let slot = &made[seed_i * study.sources.len() + source_i];
+        let mut slot = slot
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a run making labels failed"))?;
+        if let Some(l) = slot.as_ref() {
+            return Ok(l.clone());
+        }
+        let cfg = TrainConfig {
+            seed: study.seeds[seed_i],
+            ..study.train.clone()
+        };
+        let l = std::sync::Arc::new(labels::make(
+            study.sources[source_i],
+            &data,
+            &cfg.mining,
+            cfg.seed,
+            device,
+            None,
+        )?);
+        *slot = Some(l.clone());
+        Ok(l)
+    };
+    let run_job = |job: &Job| -> Result<Done> {
+        let t = Instant::now();
+        let (q, seed, source) = match *job {
+            Job::Reference => {
+                let reference = crate::rl::td3bc::train(&data, &study.reference, 0, device)?;
+                let gt = reference
+                    .values(&probe, device)?
+                    .into_iter()
+                    .map(f64::from)
+                    .collect();
+                return Ok(Done::Reference(gt, t.elapsed().as_secs_f64()));
+            }
+            Job::Run { q, seed, source } => (q, seed, source),
+        };
+        let seed_i = study.seeds.iter().position(|&s| s == seed).unwrap_or(0);
+        let source_i = study.sources.iter().position(|&s| s == source).unwrap_or(0);
+        let l = labels_of(seed_i, source_i)?;
+        let cfg = TrainConfig {
+            seed,
+            ..study.train.clone()
+        };
+        let inputs = qlearn::DqnInputs {
+            data: &data,
+            labels: &l.labels,
+            num_actions: l.num_actions,
+            variant: q,
+            probe: Some(&probe),
+        };
+        let net = qlearn::dqn(&inputs, &cfg.dqn, seed, device, None)?;
+        let checkpoints = net
+            .checkpoints
+            .iter()
+            .map(|(_, v)| v.iter().map(|&x| x as f64).collect())
+            .collect();
+        let wanted = match source {
+            LabelSource::Latent => true,
+            LabelSource::Single => seed == study.seeds[0],
+            _ => false,
+        };
+        let exported = if q == QKind::Dqn && wanted {
+            let mut info = crate::run::train::model_info(&TrainConfig {
+                labels: source,
+                ..cfg.clone()
+            });
+            info.insert("q".into(), QKind::Dqn.name().into());
+            let model = ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?;
+            Some(model.to_bytes(false)?)
+        } else {
+            None
+        };
+        Ok(Done::Run {
+            checkpoints,
+            exported,
+            secs: t.elapsed().as_secs_f64(),
+        })
     };
     let jobs = crate::util::parallel::jobs(device);
     let t = Instant::now();
-    let per_seed = crate::util::parallel::map(&study.seeds, jobs, run_seed)?;
+    let done = crate::util::parallel::map(&job_list, jobs, run_job)?;
+    let mut timings = vec![];
+    let mut gt = vec![];
+    for d in &done {
+        if let Done::Reference(v, secs) = d {
+            gt = v.clone();
+            timings.push(("reference (TD3+BC)".to_string(), *secs));
+        }
+    }
+    let gt_vs_oracle = stats::spearman(&gt, &oracle);
     // (source, q) -> per seed: (gt last, oracle last, gt p95, oracle p95)
     let mut rows: std::collections::BTreeMap<String, Vec<[f64; 4]>> = Default::default();
     // The first seed's DQN value models.
     let mut exported: std::collections::BTreeMap<&str, Vec<u8>> = Default::default();
     // The LAQ (latent/dqn) model of every seed, for guidance per seed.
     let mut laq_by_seed: Vec<(u64, Vec<u8>)> = vec![];
-    for (&seed, runs) in study.seeds.iter().zip(per_seed) {
-        for (key, row) in runs.rows {
-            rows.entry(key).or_default().push(row);
+    for (job, d) in job_list.iter().zip(done) {
+        let (
+            Job::Run { q, seed, source },
+            Done::Run {
+                checkpoints,
+                exported: bytes,
+                secs,
+            },
+        ) = (job, d)
+        else {
+            continue;
+        };
+        let (mut sg, mut so) = (vec![], vec![]);
+        for v in &checkpoints {
+            sg.push(stats::spearman(v, &gt));
+            so.push(stats::spearman(v, &oracle));
         }
-        for (key, bytes) in runs.exported {
-            if key == LabelSource::Latent.key() {
-                laq_by_seed.push((seed, bytes.clone()));
+        let last = |s: &[f64]| s.last().copied().unwrap_or(f64::NAN);
+        rows.entry(format!("{}/{}", source.key(), q.name()))
+            .or_default()
+            .push([
+                last(&sg),
+                last(&so),
+                stats::percentile(&sg, 95.0),
+                stats::percentile(&so, 95.0),
+            ]);
+        if let Some(bytes) = bytes {
+            if *source == LabelSource::Latent {
+                laq_by_seed.push((*seed, bytes.clone()));
             }
-            if seed == study.seeds[0] {
-                exported.insert(key, bytes);
+            if *seed == study.seeds[0] {
+                exported.insert(source.key(), bytes);
             }
         }
-        timings.extend(runs.timings);
+        timings.push((format!("seed {seed} {}/{}", source.key(), q.name()), secs));
     }
     timings.push((
-        format!("all seeds ({jobs} at a time)"),
+        format!("value study ({jobs} runs at a time)"),
         t.elapsed().as_secs_f64(),
     ));
     for (key, bytes) in &exported {

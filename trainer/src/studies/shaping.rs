@@ -537,13 +537,36 @@ pub fn shaping_study(
 ) -> Result<ShapingResult> {
     cfg.check()?;
     let clock = Instant::now();
-    let mut potential = Potential::new(value, maze).context("loading the potential")?;
+    let potential = Potential::new(value, maze).context("loading the potential")?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.eval_seed);
     let starts = (0..cfg.eval_episodes)
         .map(|_| State::random(maze, body, &mut rng))
         .collect::<Result<Vec<State>>>()?;
     let mut eval_steps: Vec<usize> = (0..cfg.steps).step_by(cfg.eval_every).collect();
     eval_steps.push(cfg.steps);
+    // Every (condition, seed) run is independent: they run side by side, as many at once
+    // as the cores allow, each with its own potential (its evaluation scratch), and are
+    // gathered in a fixed order, so the figures do not depend on how many ran at once.
+    let runs: Vec<(Condition, u64)> = [Condition::Sparse, Condition::Shaped]
+        .into_iter()
+        .flat_map(|c| (0..cfg.seeds as u64).map(move |seed| (c, seed)))
+        .collect();
+    let jobs = crate::util::parallel::jobs(&candle_core::Device::Cpu);
+    let done = crate::util::parallel::map(&runs, jobs, |&(condition, seed)| {
+        let mut potential = Potential::new(value, maze).context("loading the potential")?;
+        run_one(
+            maze,
+            &mut potential,
+            body,
+            condition,
+            cfg,
+            seed,
+            &starts,
+            progress,
+        )
+        .with_context(|| format!("{} {} seed {seed}", body.name(), condition.name()))
+    })?;
+    let mut done = done.into_iter();
     let (mut updates, mut update_secs) = (0usize, 0.0f64);
     let mut conditions = vec![];
     for condition in [Condition::Sparse, Condition::Shaped] {
@@ -551,19 +574,7 @@ pub fn shaping_study(
         let mut train_successes = vec![];
         let mut trajectories = vec![];
         let mut training = vec![];
-        for seed in 0..cfg.seeds as u64 {
-            progress.set_message(format!("{} {} seed {seed}", body.name(), condition.name()));
-            let run = run_one(
-                maze,
-                &mut potential,
-                body,
-                condition,
-                cfg,
-                seed,
-                &starts,
-                progress,
-            )
-            .with_context(|| format!("{} {} seed {seed}", body.name(), condition.name()))?;
+        for (seed, run) in (0..cfg.seeds as u64).zip(done.by_ref()) {
             updates += run.updates;
             update_secs += run.update_secs;
             if seed == 0 {

@@ -7,13 +7,20 @@ use anyhow::Result;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// How many runs fit on this machine at once (1 on a GPU, whose runs share one device).
+thread_local! {
+    /// Set on the threads of [`map`].
+    static WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// How many runs fit on this machine at once (1 on a GPU, whose runs share one device,
+/// and 1 inside a run that [`map`] started).
 ///
 /// ```
 /// assert!(laq::util::parallel::jobs(&candle_core::Device::Cpu) >= 1);
 /// ```
 pub fn jobs(device: &candle_core::Device) -> usize {
-    if !device.is_cpu() {
+    // A run that is itself one of several side by side has its core already.
+    if !device.is_cpu() || WORKER.with(|w| w.get()) {
         return 1;
     }
     if let Some(n) = std::env::var("LAQ_JOBS")
@@ -53,6 +60,7 @@ where
     std::thread::scope(|s| {
         for _ in 0..jobs.min(items.len()) {
             s.spawn(|| loop {
+                WORKER.with(|w| w.set(true));
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(item) = items.get(i) else { break };
                 let r = f(item);
@@ -76,6 +84,12 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_started_by_map_gets_one_job() {
+        let inner = map(&[0, 1], 2, |_| Ok(jobs(&candle_core::Device::Cpu))).unwrap();
+        assert_eq!(inner, [1, 1]);
+    }
 
     #[test]
     fn results_keep_the_input_order_and_the_first_error() {

@@ -49,13 +49,33 @@ pub fn init(verbosity: i8) {
     }
 }
 
+thread_local! {
+    /// Set on a thread whose work runs beside another's that shows the progress.
+    static HIDDEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f` with its progress bars hidden: for work run beside a stage that draws its own
+/// (two bars on one terminal line would overwrite each other).
+///
+/// ```
+/// let bar = laq::util::progress::hidden(|| laq::util::progress::bar(10, "x"));
+/// assert!(bar.is_hidden());
+/// ```
+pub fn hidden<R>(f: impl FnOnce() -> R) -> R {
+    let before = HIDDEN.with(|h| h.replace(true));
+    let r = f();
+    HIDDEN.with(|h| h.set(before));
+    r
+}
+
 /// A progress bar of `len` steps for the stage `what`: hidden unless stderr is a
-/// terminal, and hidden with `-q` or `LAQ_QUIET`.
+/// terminal, and hidden with `-q`, `LAQ_QUIET` or inside [`hidden`].
 pub fn bar(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
     if std::io::stderr().is_terminal()
         && std::env::var_os("LAQ_QUIET").is_none()
         && !QUIET.load(Ordering::Relaxed)
+        && !HIDDEN.with(|h| h.get())
     {
         bar.set_draw_target(ProgressDrawTarget::stderr());
     }

@@ -174,7 +174,9 @@ pub fn dqn(
         for j in 0..bs {
             let i = rng.random_range(0..n);
             inputs.fill(i, false, &mut bs_s[j * d..(j + 1) * d]);
-            inputs.fill(i, true, &mut bs_s2[j * d..(j + 1) * d]);
+            if traces.is_none() {
+                inputs.fill(i, true, &mut bs_s2[j * d..(j + 1) * d]);
+            }
             bs_a[j] = labels[i];
             bs_r[j] = data.rewards[i];
             bs_t[j] = data.terminals[i];
@@ -367,6 +369,46 @@ pub fn dqn_step(
     let bs = b.a.len();
     let d = b.s.len() / bs;
     let s = Tensor::from_slice(b.s, (bs, d), device)?;
+    // Precomputed (lambda-return) targets need no pass over the next states.
+    let y: Vec<f32> = match b.targets {
+        Some(t) => t.to_vec(),
+        None => one_step_targets(net, target, b, gamma, (lo, hi), extra, device)?,
+    };
+    let y = Tensor::from_vec(y, (bs, 1), device)?;
+    let a = Tensor::from_slice(b.a, (bs, 1), device)?;
+    let q = net.forward(&s)?;
+    let q_sa = q.gather(&a, 1)?;
+    let mut loss = ((&q_sa - y)?.sqr()?.mean_all()? * 0.5)?;
+    if extra.cql_alpha > 0.0 {
+        let gap = (q.log_sum_exp(1)?.unsqueeze(1)? - &q_sa)?.mean_all()?;
+        loss = (loss + (gap * extra.cql_alpha as f64)?)?;
+    }
+    if let Some((m, _)) = extra.imitation {
+        let logits = m.forward(&s)?;
+        let a1 = Tensor::from_slice(b.a, bs, device)?;
+        let ce = candle_nn::loss::cross_entropy(&logits, &a1)?;
+        let reg = (logits.sqr()?.mean_all()? * 1e-2)?;
+        loss = (loss + ce + reg)?;
+    }
+    let value = loss.to_scalar::<f32>()?;
+    opt.backward_step(&loss)?;
+    Ok(value)
+}
+
+/// Double-DQN targets r + gamma Q_target(s', argmax_a Q(s', a)), the argmax over BCQ's
+/// allowed labels when it has an imitation network; r at a terminal; clamped to the
+/// possible returns.
+fn one_step_targets(
+    net: &QModel,
+    target: &QModel,
+    b: &Batch,
+    gamma: f32,
+    (lo, hi): (f32, f32),
+    extra: &Losses,
+    device: &Device,
+) -> Result<Vec<f32>> {
+    let bs = b.a.len();
+    let d = b.s2.len() / bs;
     let s2 = Tensor::from_slice(b.s2, (bs, d), device)?;
     let online_next: Vec<f32> = net.forward(&s2)?.flatten_all()?.to_vec1()?;
     let target_next: Vec<f32> = target.forward(&s2)?.flatten_all()?.to_vec1()?;
@@ -375,11 +417,8 @@ pub fn dqn_step(
         Some((m, _)) => Some(m.forward(&s2)?.flatten_all()?.to_vec1()?),
         None => None,
     };
-    let y: Vec<f32> = (0..bs)
+    Ok((0..bs)
         .map(|j| {
-            if let Some(t) = b.targets {
-                return t[j];
-            }
             let row = &online_next[j * k..(j + 1) * k];
             let ok = |a: usize| match (&logits_next, extra.imitation) {
                 (Some(l), Some((_, t))) => bcq_allowed(&l[j * k..(j + 1) * k], a, t),
@@ -402,26 +441,7 @@ pub fn dqn_step(
             };
             (b.r[j] + boot).clamp(lo, hi)
         })
-        .collect();
-    let y = Tensor::from_vec(y, (bs, 1), device)?;
-    let a = Tensor::from_slice(b.a, (bs, 1), device)?;
-    let q = net.forward(&s)?;
-    let q_sa = q.gather(&a, 1)?;
-    let mut loss = ((&q_sa - y)?.sqr()?.mean_all()? * 0.5)?;
-    if extra.cql_alpha > 0.0 {
-        let gap = (q.log_sum_exp(1)?.unsqueeze(1)? - &q_sa)?.mean_all()?;
-        loss = (loss + (gap * extra.cql_alpha as f64)?)?;
-    }
-    if let Some((m, _)) = extra.imitation {
-        let logits = m.forward(&s)?;
-        let a1 = Tensor::from_slice(b.a, bs, device)?;
-        let ce = candle_nn::loss::cross_entropy(&logits, &a1)?;
-        let reg = (logits.sqr()?.mean_all()? * 1e-2)?;
-        loss = (loss + ce + reg)?;
-    }
-    let value = loss.to_scalar::<f32>()?;
-    opt.backward_step(&loss)?;
-    Ok(value)
+        .collect())
 }
 
 /// One IQL step: Q(s, a) regresses on r + gamma V_target(s') (or the batch's precomputed
