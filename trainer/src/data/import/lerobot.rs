@@ -10,6 +10,7 @@
 //! layer, whose crates laq would compile for nothing it needs; Snappy, LeRobot's
 //! compression, is built in (zstd would compile a C library). Videos are not decoded.
 
+use super::guard::guarded;
 use crate::data::read::RewardSource;
 use crate::data::{Actions, Dataset};
 use anyhow::{anyhow, bail, Context, Result};
@@ -17,10 +18,8 @@ use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::DataType;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::Value;
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 
 /// The one version of the layout read here: v2.x keeps one file per episode and other
 /// paths, and a later version may change either.
@@ -368,36 +367,6 @@ fn read_leaf(
         ColumnReader::DoubleColumnReader(r) => all(r, rows, def, rep, |&x| x),
         _ => unreachable!("the physical type is checked before"),
     }
-}
-
-thread_local! {
-    /// Whether this thread is decoding a Parquet file, whose panics [`guarded`] reports.
-    static DECODING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f`, with a panic turned into its message. The Parquet decoder meets some damaged
-/// pages with a panic rather than an error, and a damaged file must be one clear error:
-/// so the panic is caught, and its default report (several lines on stderr) is left out
-/// for this thread only.
-fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !DECODING.with(Cell::get) {
-                previous(info);
-            }
-        }));
-    });
-    DECODING.with(|d| d.set(true));
-    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    DECODING.with(|d| d.set(false));
-    got.map_err(|p| {
-        p.downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into())
-    })
 }
 
 /// Reads `columns` from the Parquet file `path` into `frames`.

@@ -164,5 +164,7 @@ pub fn convert(
     Ok(imported)
 }
 
+mod guard;
 mod h5;
 pub mod lerobot;
+pub mod video;
