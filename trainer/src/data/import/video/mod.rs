@@ -12,6 +12,7 @@
 
 #[cfg(feature = "av1")]
 mod av1;
+pub mod folder;
 #[cfg(feature = "h264")]
 mod h264;
 mod mp4;
