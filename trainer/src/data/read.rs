@@ -213,7 +213,12 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
 /// A LeRobot dataset directory, whose CSV rewards name episodes by `episode_index` and
 /// steps by `frame_index`: the numbers LeRobot's own tools show.
 fn read_lerobot(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
-    let mut lr = import::lerobot::read(path, opts.obs_keys.as_deref(), &opts.reward)?;
+    let mut lr = import::lerobot::read(
+        path,
+        opts.obs_keys.as_deref(),
+        &opts.reward,
+        opts.image_size,
+    )?;
     let note = match &opts.reward {
         RewardSource::Csv(csv) => {
             let n = csv_rewards(&mut lr.data, csv, Some(&lr.ids))?;
