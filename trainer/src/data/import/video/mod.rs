@@ -10,6 +10,9 @@
 //! presentation times; a decoder that gives another number of frames than the file has
 //! samples is an error.
 
+// Without a decoder, what only decoders use is left unused.
+#![cfg_attr(not(all(feature = "av1", feature = "h264")), allow(dead_code))]
+
 #[cfg(feature = "av1")]
 mod av1;
 pub mod folder;
