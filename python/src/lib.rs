@@ -63,7 +63,11 @@ fn read_options(obs_keys: Option<Vec<String>>, reward: Option<String>) -> PyResu
         None => RewardSource::default(),
         Some(r) => r.parse().map_err(PyValueError::new_err)?,
     };
-    Ok(ReadOptions { obs_keys, reward })
+    Ok(ReadOptions {
+        obs_keys,
+        reward,
+        ..ReadOptions::default()
+    })
 }
 
 /// Observations as a numpy array of shape `[N, *shape]`, in the storage they were read in

@@ -7,7 +7,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`util`] | atomic writes, the safetensors writer, logging, statistics |
-//! | [`data`] | the dataset format, array files, D4RL, Minari and LeRobot import |
+//! | [`data`] | the dataset format, array files, D4RL, Minari and LeRobot import, videos |
 //! | [`envs`] | built-in environments that generate data and know their ground truth |
 //! | [`nn`] | MLP, convolutional networks, Adam, seeded initialisation |
 //! | [`stages`] | label sources and latent-action mining, offline Q-learning, checkpoints |
@@ -19,7 +19,14 @@
 //! | [`cli`] | the `laq` command line |
 //!
 //! Cargo features:
+//! - `av1` (default): AV1 camera videos, decoded by rav1d (dav1d's Rust port, without its
+//!   assembly: nothing beyond cargo is needed).
+//! - `h264` (default): H.264 camera videos, decoded by openh264 (its bundled C++ sources,
+//!   compiled with `cc`).
 //! - `cuda`: training on an NVIDIA GPU (`--device cuda`; see `docs/gpu.md`).
+//!
+//! A build without `av1` or `h264` refuses videos of that codec by name
+//! (`docs/dataset-format.md`, "Cameras").
 
 // Numeric loops index several parallel arrays at once; iterator chains would hide that.
 #![allow(clippy::needless_range_loop, clippy::type_complexity)]

@@ -2,6 +2,7 @@
 //! `convert`, and refused with one line naming the file, the key and the problem.
 
 mod common;
+mod encode;
 use common::{laq, ok};
 use parquet::basic::Compression;
 use parquet::data_type::{BoolType, FloatType, Int64Type};
@@ -311,22 +312,23 @@ fn lerobot_directory_reads_directly_and_v_rises_towards_the_goal() {
     let direct = laq::data::Dataset::load(&dir).unwrap();
     assert_eq!(laq::data::Dataset::load(&npz).unwrap(), direct);
 
-    // A camera is refused by name when asked for; a feature that is not there, too.
+    // A camera whose videos are not there is refused by name; a feature that is not
+    // there, too.
     for (keys, needle) in [
         (
             "observation.images.front",
-            "feature `observation.images.front` is a camera (dtype video): decoding videos \
-             is not supported yet",
+            "meta/episodes: no Parquet files; they give each episode's place in the videos \
+             of `observation.images.front`",
         ),
-        ("observation.nope", "no feature `observation.nope`"),
+        (
+            "observation.nope",
+            "; or one camera alone: observation.images.front)",
+        ),
     ] {
         let out = laq(&["inspect", d, "--obs-keys", keys]);
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && e.contains(needle), "{e}");
-        assert!(
-            e.contains("info.json") && e.trim().lines().count() == 1,
-            "{e}"
-        );
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
     }
     // Features side by side.
     let report = ok(&["inspect", d, "--obs-keys", "observation.state,action"]);
@@ -592,4 +594,340 @@ fn damaged_parquet_bytes_give_errors_not_panics() {
         }
     }
     assert!(errors > 1000, "{errors} errors");
+}
+
+/// Camera frames: 48 wide, 32 high, 10 per second.
+const CAM_H: usize = 32;
+const CAM_W: usize = 48;
+
+/// Where the square of episode `e`, frame `t` lies (its top left corner).
+fn square_at(e: usize, t: usize) -> (usize, usize) {
+    (2 + t, 4 + 6 * e)
+}
+
+/// A LeRobot v3.0 dataset with two cameras of the same scene, `top` in AV1 and `wrist` in
+/// H.264: three episodes of `lens` frames, the first two sharing one MP4 file per camera,
+/// the third in a second file. Episodes 0 and 2 end with `next.done`, episode 1 in a
+/// timeout. `video_frames` changes the number of frames the third episode's videos hold.
+fn camera_dataset(dir: &Path, lens: [usize; 3], video_frames: Option<usize>) {
+    let mut frames = vec![];
+    for (e, &n) in lens.iter().enumerate() {
+        for t in 0..n {
+            frames.push(Frame {
+                episode: e as i64,
+                frame: t as i64,
+                cell: t as f32,
+                action: 1.0,
+                reward: if t + 1 == n && e != 1 { 1.0 } else { 0.0 },
+                done: t + 1 == n && e != 1,
+            });
+        }
+    }
+    let all: Vec<&Frame> = frames.iter().collect();
+    data_file(
+        &dir.join("data/chunk-000/file-000.parquet"),
+        &all,
+        true,
+        2,
+        true,
+    );
+    let mut info = info(frames.len(), 2, true);
+    let video = json!({"dtype": "video", "shape": [CAM_H, CAM_W, 3],
+                       "names": ["height", "width", "channels"]});
+    let features = info["features"].as_object_mut().unwrap();
+    features.remove("observation.images.front");
+    features.insert("observation.images.top".into(), video.clone());
+    features.insert("observation.images.wrist".into(), video);
+    write_info(dir, &info);
+
+    // The frames of each file: episodes 0 and 1, then episode 2.
+    let scenes = |eps: &[usize], cut: Option<usize>| -> Vec<Vec<u8>> {
+        let mut out = vec![];
+        for &e in eps {
+            let n = cut.unwrap_or(lens[e]);
+            for t in 0..n {
+                let (x, y) = square_at(e, t.min(CAM_W - 3 - encode::SIDE));
+                out.push(encode::scene(CAM_H, CAM_W, x, y));
+            }
+        }
+        out
+    };
+    let files = [scenes(&[0, 1], None), scenes(&[2], video_frames)];
+    for (key, h264) in [
+        ("observation.images.top", false),
+        ("observation.images.wrist", true),
+    ] {
+        for (k, f) in files.iter().enumerate() {
+            let coded = if h264 {
+                encode::h264(f, CAM_H, CAM_W)
+            } else {
+                encode::av1(f, CAM_H, CAM_W)
+            };
+            let path = dir.join(format!("videos/{key}/chunk-000/file-{k:03}.mp4"));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, encode::mp4(&coded, 10)).unwrap();
+        }
+    }
+    // Where each episode lies in the videos: its file and its start in seconds.
+    let place = [(0, 0.0), (0, lens[0] as f32 / 10.0), (1, 0.0)];
+    let mut cols = vec![Col::I64("episode_index", vec![0, 1, 2])];
+    for key in ["top", "wrist"] {
+        let name = |f: &str| -> &'static str {
+            Box::leak(format!("videos/observation.images.{key}/{f}").into_boxed_str())
+        };
+        cols.push(Col::I64(name("chunk_index"), vec![0; 3]));
+        cols.push(Col::I64(
+            name("file_index"),
+            place.iter().map(|p| p.0).collect(),
+        ));
+        cols.push(Col::F32(
+            name("from_timestamp"),
+            place.iter().map(|p| p.1).collect(),
+        ));
+        cols.push(Col::F32(
+            name("to_timestamp"),
+            place
+                .iter()
+                .zip([lens[0], lens[1], video_frames.unwrap_or(lens[2])])
+                .map(|(p, n)| p.1 + n as f32 / 10.0)
+                .collect(),
+        ));
+    }
+    cols.push(Col::I64("length", lens.iter().map(|&n| n as i64).collect()));
+    write_parquet(&dir.join("meta/episodes/chunk-000/file-000.parquet"), &cols);
+}
+
+#[test]
+fn lerobot_cameras_decode_from_shared_videos_in_both_codecs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cams");
+    let lens = [10, 12, 8];
+    camera_dataset(&dir, lens, None);
+    let d = dir.to_str().unwrap();
+    let half = encode::SIDE as f64 / 2.0 - 0.5;
+    for (key, codec) in [
+        ("observation.images.top", "AV1"),
+        ("observation.images.wrist", "H.264"),
+    ] {
+        let report = ok(&["inspect", d, "--obs-keys", key]);
+        assert!(
+            report.contains(&format!(
+                "camera `{key}` ({codec}, 48x32 frames, BT.601 to RGB) stored at 32x48"
+            )),
+            "{report}"
+        );
+        assert!(
+            report.contains("30 frames decoded from 2 video files"),
+            "{report}"
+        );
+        let opts = laq::data::read::ReadOptions {
+            obs_keys: Some(vec![key.to_string()]),
+            ..Default::default()
+        };
+        let data = laq::data::read::read(&dir, &opts).unwrap().data;
+        assert_eq!(data.obs_shape, vec![3, CAM_H, CAM_W]);
+        // Episode 1 ends in a timeout: its last frame is left out.
+        assert_eq!(data.len(), 29);
+        assert_eq!(data.missing_next_count(), 2);
+        // Each transition's frames are its episode's frames t and t + 1.
+        let mut i = 0;
+        for (e, &n) in lens.iter().enumerate() {
+            let kept = if e == 1 { n - 1 } else { n };
+            for t in 0..kept {
+                let o: Vec<u8> = data.obs_row(i).iter().map(|&x| x as u8).collect();
+                let (x, y) = square_at(e, t);
+                let what = format!("{key} episode {e} frame {t}");
+                let Some(((cx, cy), colour)) = encode::find_square(&o, CAM_H, CAM_W) else {
+                    panic!("{what}: no square");
+                };
+                assert!(
+                    (cx - x as f64 - half).abs() <= 1.0 && (cy - y as f64 - half).abs() <= 1.0,
+                    "{what}: square at ({cx:.2}, {cy:.2}), drawn at ({x}, {y})"
+                );
+                for k in 0..3 {
+                    assert!(
+                        (colour[k] - f64::from(encode::SQUARE[k])).abs() <= 30.0,
+                        "{what}: {colour:?}"
+                    );
+                }
+                if t + 1 < n {
+                    let nx: Vec<u8> = data.next_obs_row(i).iter().map(|&x| x as u8).collect();
+                    let ((nx_x, _), _) = encode::find_square(&nx, CAM_H, CAM_W).unwrap();
+                    assert!(
+                        (nx_x - cx - 1.0).abs() <= 1.0,
+                        "{what}: next frame at x {nx_x:.2}"
+                    );
+                }
+                i += 1;
+            }
+        }
+    }
+
+    // Another size: averaged down to 16x24, the square's centre halves.
+    let report = ok(&[
+        "inspect",
+        d,
+        "--obs-keys",
+        "observation.images.top",
+        "--image-size",
+        "16x24",
+    ]);
+    assert!(
+        report.contains("stored at 16x24 (height x width), averaged over areas"),
+        "{report}"
+    );
+    let opts = laq::data::read::ReadOptions {
+        obs_keys: Some(vec!["observation.images.top".into()]),
+        image_size: Some("16x24".parse().unwrap()),
+        ..Default::default()
+    };
+    let data = laq::data::read::read(&dir, &opts).unwrap().data;
+    assert_eq!(data.obs_shape, vec![3, 16, 24]);
+    let o: Vec<u8> = data.obs_row(3).iter().map(|&x| x as u8).collect();
+    let ((cx, cy), _) = encode::find_square(&o, 16, 24).unwrap();
+    let (x, y) = square_at(0, 3);
+    let (ex, ey) = (
+        (x as f64 + half + 0.5) / 2.0 - 0.5,
+        (y as f64 + half + 0.5) / 2.0 - 0.5,
+    );
+    assert!(
+        (cx - ex).abs() <= 1.0 && (cy - ey).abs() <= 1.0,
+        "({cx}, {cy}) vs ({ex}, {ey})"
+    );
+
+    // The same frames through `convert`, which writes them once.
+    let npz = tmp.path().join("cams.npz");
+    let out = ok(&[
+        "convert",
+        d,
+        "--obs-keys",
+        "observation.images.wrist",
+        "--out",
+        npz.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("camera `observation.images.wrist` (H.264"),
+        "{out}"
+    );
+    let opts = laq::data::read::ReadOptions {
+        obs_keys: Some(vec!["observation.images.wrist".into()]),
+        ..Default::default()
+    };
+    assert_eq!(
+        laq::data::Dataset::load(&npz).unwrap(),
+        laq::data::read::read(&dir, &opts).unwrap().data
+    );
+
+    // A camera and state features in one observation, two cameras, a size for states.
+    for (args, needle) in [
+        (
+            vec!["--obs-keys", "observation.state,observation.images.top"],
+            "--obs-keys names the camera `observation.images.top` with other features \
+             (observation.state)",
+        ),
+        (
+            vec![
+                "--obs-keys",
+                "observation.images.top,observation.images.wrist",
+            ],
+            "either one camera's frames or state features side by side",
+        ),
+        (
+            vec!["--image-size", "16x16"],
+            "--image-size 16x16 applies to a camera",
+        ),
+        (
+            vec!["--obs-keys", "observation.images.top", "--image-size", "16"],
+            "HEIGHTxWIDTH",
+        ),
+    ] {
+        let mut a = vec!["inspect", d];
+        a.extend(args);
+        let out = laq(&a);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && e.contains(needle), "{needle}: {e}");
+    }
+}
+
+/// The one-line error of reading camera `top` of the dataset at `dir`.
+fn camera_error(dir: &Path) -> String {
+    let out = laq(&[
+        "inspect",
+        dir.to_str().unwrap(),
+        "--obs-keys",
+        "observation.images.top",
+    ]);
+    let e = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "accepted: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    e
+}
+
+#[test]
+fn broken_camera_videos_are_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lens = [6, 5, 4];
+    let fresh = |name: &str| {
+        let dir = tmp.path().join(name);
+        camera_dataset(&dir, lens, None);
+        dir
+    };
+    let video = |dir: &Path, k: usize| {
+        dir.join(format!(
+            "videos/observation.images.top/chunk-000/file-{k:03}.mp4"
+        ))
+    };
+
+    let dir = fresh("missing");
+    std::fs::remove_file(video(&dir, 1)).unwrap();
+    let e = camera_error(&dir);
+    assert!(
+        e.contains("file-001.mp4: no such file; it holds the frames of `observation.images.top` for episodes 2")
+            && e.contains("video_path"),
+        "{e}"
+    );
+
+    let dir = fresh("truncated");
+    let bytes = std::fs::read(video(&dir, 0)).unwrap();
+    std::fs::write(video(&dir, 0), &bytes[..bytes.len() - 100]).unwrap();
+    let e = camera_error(&dir);
+    assert!(e.contains("file-000.mp4: cut short"), "{e}");
+
+    let dir = fresh("not-a-video");
+    std::fs::write(video(&dir, 0), "{\"frames\": []}").unwrap();
+    let e = camera_error(&dir);
+    assert!(e.contains("file-000.mp4: not an MP4 file"), "{e}");
+
+    // The third episode's video holds 3 frames for its 4 rows.
+    let dir = tmp.path().join("short");
+    camera_dataset(&dir, lens, Some(3));
+    let e = camera_error(&dir);
+    assert!(
+        e.contains("file-001.mp4: no frame at 0.300 s for episode 2 frame 3")
+            && e.contains(
+                "the file holds 3 frames from 0.000 s to 0.200 s: the video and the data disagree"
+            ),
+        "{e}"
+    );
+    // 6 frames for 4 rows: two are left out, and said so.
+    let dir = tmp.path().join("long");
+    camera_dataset(&dir, lens, Some(6));
+    let report = ok(&[
+        "inspect",
+        dir.to_str().unwrap(),
+        "--obs-keys",
+        "observation.images.top",
+    ]);
+    assert!(
+        report.contains(
+            "2 video frames of `observation.images.top` inside the episodes match no row"
+        ),
+        "{report}"
+    );
+
+    let dir = fresh("no-episodes");
+    std::fs::remove_dir_all(dir.join("meta/episodes")).unwrap();
+    let e = camera_error(&dir);
+    assert!(e.contains("meta/episodes: no Parquet files"), "{e}");
 }

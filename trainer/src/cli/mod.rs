@@ -51,6 +51,12 @@ pub struct ReadArgs {
     /// `episode,step` pairs (for LeRobot, `episode_index,frame_index`).
     #[arg(long)]
     pub reward: Option<crate::data::read::RewardSource>,
+    /// Height x width camera frames are stored at, such as `72x96` (a LeRobot camera named
+    /// with --obs-keys, `convert --from video`): averaged over areas when shrinking,
+    /// bilinear when enlarging. Default: the video's size, shrunk to 96 pixels on its
+    /// longer side when larger (640x480 becomes 96x72).
+    #[arg(long, value_name = "HxW")]
+    pub image_size: Option<crate::data::import::video::ImageSize>,
 }
 
 impl ReadArgs {
@@ -59,6 +65,7 @@ impl ReadArgs {
         crate::data::read::ReadOptions {
             obs_keys: self.obs_keys.clone(),
             reward: self.reward.clone().unwrap_or_default(),
+            image_size: self.image_size,
         }
     }
 }

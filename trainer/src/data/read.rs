@@ -2,6 +2,7 @@
 //! `.safetensors`), D4RL-style HDF5 files, Minari and LeRobot dataset directories (imported
 //! as they are read), with the rewards the user chooses when the logs hold none.
 
+use super::import::video::ImageSize;
 use super::import::{self, ImportOptions, Source};
 use super::{read_arrays, Dataset};
 use anyhow::{bail, Context, Result};
@@ -24,6 +25,10 @@ pub struct ReadOptions {
     /// Where the rewards come from.
     #[serde(default)]
     pub reward: RewardSource,
+    /// Height and width camera frames are stored at (`None`: the video's size, shrunk to
+    /// 96 pixels on its longer side when larger).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_size: Option<ImageSize>,
 }
 
 /// Where a dataset's rewards come from (`--reward`).
@@ -147,6 +152,13 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
     if import::lerobot::is_lerobot(path) {
         return read_lerobot(path, opts);
     }
+    if opts.image_size.is_some() {
+        bail!(
+            "{}: --image-size applies to the cameras of LeRobot datasets (and to `laq convert \
+             --from video`); this source is not one",
+            path.display()
+        );
+    }
     let mut loaded = if is_hdf5(path)? {
         let imported = import::import(path, Source::Auto, &import_options(opts))?;
         let dropped_why = (imported.dropped > 0).then(|| {
@@ -201,7 +213,12 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
 /// A LeRobot dataset directory, whose CSV rewards name episodes by `episode_index` and
 /// steps by `frame_index`: the numbers LeRobot's own tools show.
 fn read_lerobot(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
-    let mut lr = import::lerobot::read(path, opts.obs_keys.as_deref(), &opts.reward)?;
+    let mut lr = import::lerobot::read(
+        path,
+        opts.obs_keys.as_deref(),
+        &opts.reward,
+        opts.image_size,
+    )?;
     let note = match &opts.reward {
         RewardSource::Csv(csv) => {
             let n = csv_rewards(&mut lr.data, csv, Some(&lr.ids))?;
@@ -384,8 +401,16 @@ mod tests {
         let opts = ReadOptions {
             obs_keys: None,
             reward: RewardSource::EpisodeEnd,
+            image_size: None,
         };
         let text = toml::to_string(&opts).unwrap();
+        assert_eq!(toml::from_str::<ReadOptions>(&text).unwrap(), opts);
+        let opts = ReadOptions {
+            image_size: Some("72x96".parse().unwrap()),
+            ..opts
+        };
+        let text = toml::to_string(&opts).unwrap();
+        assert!(text.contains("image_size = \"72x96\""), "{text}");
         assert_eq!(toml::from_str::<ReadOptions>(&text).unwrap(), opts);
         assert_eq!(
             toml::from_str::<ReadOptions>("").unwrap(),

@@ -4,12 +4,18 @@
 //! shape, and where its files lie) and keeps its frames in Parquet files under `data/`,
 //! many episodes to a file; cameras are MP4 files under `videos/`. Each row is a frame and
 //! names its episode (`episode_index`) and its place in it (`frame_index`), so the
-//! per-episode tables of `meta/episodes/` are not needed to rebuild the episodes.
+//! per-episode tables of `meta/episodes/` are not needed to rebuild the episodes; they are
+//! read for a camera, to find each episode in the videos ([`camera`]).
 //!
 //! Parquet is read by the `parquet` crate through its column readers, without its Arrow
 //! layer, whose crates laq would compile for nothing it needs; Snappy, LeRobot's
-//! compression, is built in (zstd would compile a C library). Videos are not decoded.
+//! compression, is built in (zstd would compile a C library). Videos are decoded by
+//! [`crate::data::import::video`].
 
+mod camera;
+
+use super::guard::guarded;
+use super::video::ImageSize;
 use crate::data::read::RewardSource;
 use crate::data::{Actions, Dataset};
 use anyhow::{anyhow, bail, Context, Result};
@@ -17,10 +23,8 @@ use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::DataType;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::Value;
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 
 /// The one version of the layout read here: v2.x keeps one file per episode and other
 /// paths, and a later version may change either.
@@ -33,7 +37,10 @@ const DONE: &str = "next.done";
 const ACTION: &str = "action";
 const EPISODE: &str = "episode_index";
 const FRAME: &str = "frame_index";
+const TIMESTAMP: &str = "timestamp";
 const DEFAULT_DATA_PATH: &str = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet";
+const DEFAULT_VIDEO_PATH: &str =
+    "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4";
 
 /// Whether `path` is a LeRobot dataset directory (of any version: a wrong version is
 /// answered by [`read`] with the version found).
@@ -98,6 +105,9 @@ struct Info {
     /// reading.
     broken: BTreeMap<String, String>,
     data_path: String,
+    video_path: String,
+    /// Frames per second, when given.
+    fps: Option<f64>,
     total_frames: Option<u64>,
 }
 
@@ -154,6 +164,18 @@ fn info(dir: &Path) -> Result<Info> {
         Some(Value::String(s)) => s.clone(),
         Some(other) => bail!("{at}: key `data_path` is {other}, expected a string"),
     };
+    let video_path = match root.get("video_path") {
+        None | Some(Value::Null) => DEFAULT_VIDEO_PATH.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => bail!("{at}: key `video_path` is {other}, expected a string"),
+    };
+    let fps = match root.get("fps") {
+        None | Some(Value::Null) => None,
+        Some(f) => match f.as_f64() {
+            Some(f) if f > 0.0 && f.is_finite() => Some(f),
+            _ => bail!("{at}: key `fps` is {f}, expected a positive number"),
+        },
+    };
     let total_frames =
         match root.get("total_frames") {
             None => None,
@@ -165,6 +187,8 @@ fn info(dir: &Path) -> Result<Info> {
         features,
         broken,
         data_path,
+        video_path,
+        fps,
         total_frames,
     })
 }
@@ -240,27 +264,37 @@ fn parquet_files(root: &Path, skip: &Path, out: &mut Vec<PathBuf>) -> Result<()>
     Ok(())
 }
 
+/// What becomes the observation: state features side by side, or one camera.
+enum Observed<'a> {
+    State(Vec<(String, &'a Feature)>),
+    Camera(String),
+}
+
 /// The features that become the observation, checked against what laq can read.
-fn state_features<'a>(
-    info: &'a Info,
-    at: &str,
-    pick: Option<&[String]>,
-) -> Result<Vec<(String, &'a Feature)>> {
-    let readable: Vec<&str> = info
+fn observed<'a>(info: &'a Info, at: &str, pick: Option<&[String]>) -> Result<Observed<'a>> {
+    let states: Vec<&str> = info
         .features
         .iter()
         .filter(|(_, f)| f.numeric() && f.shape.len() == 1)
         .map(|(n, _)| n.as_str())
         .collect();
+    let videos: Vec<&str> = info
+        .features
+        .iter()
+        .filter(|(_, f)| f.dtype == "video")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let mut readable = states.join(", ");
+    if !videos.is_empty() {
+        readable += &format!("; or one camera alone: {}", videos.join(", "));
+    }
     let names: Vec<String> = match pick {
-        Some([]) => bail!(
-            "--obs-keys names no feature; features that can be: {}",
-            readable.join(", ")
-        ),
+        Some([]) => bail!("--obs-keys names no feature; features that can be: {readable}"),
         Some(p) => p.to_vec(),
         None => vec![STATE.to_string()],
     };
     let mut out = vec![];
+    let mut camera = None;
     for (i, name) in names.iter().enumerate() {
         if names[..i].contains(name) {
             bail!("--obs-keys names `{name}` twice");
@@ -271,22 +305,17 @@ fn state_features<'a>(
             } else {
                 ""
             };
-            bail!(
-                "{at}: no feature `{name}`{how} (features that can be observations: {})",
-                readable.join(", ")
-            );
+            bail!("{at}: no feature `{name}`{how} (features that can be observations: {readable})");
         };
+        if f.dtype == "video" {
+            camera = Some(name.clone());
+            continue;
+        }
         if f.camera() {
             bail!(
-                "{at}: feature `{name}` is a camera (dtype {}): decoding {} is not supported \
-                 yet; observations can be the features {}",
-                f.dtype,
-                if f.dtype == "video" {
-                    "videos"
-                } else {
-                    "images"
-                },
-                readable.join(", ")
+                "{at}: feature `{name}` is a camera stored as images (dtype {}), which laq \
+                 does not decode; observations can be the features {readable}",
+                f.dtype
             );
         }
         if !f.numeric() {
@@ -304,7 +333,20 @@ fn state_features<'a>(
         }
         out.push((name.clone(), f));
     }
-    Ok(out)
+    match camera {
+        None => Ok(Observed::State(out)),
+        Some(c) if names.len() == 1 => Ok(Observed::Camera(c)),
+        Some(c) => bail!(
+            "--obs-keys names the camera `{c}` with other features ({}): an observation is \
+             either one camera's frames or state features side by side, not both",
+            names
+                .iter()
+                .filter(|n| **n != c)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// A column to read from every data file.
@@ -368,36 +410,6 @@ fn read_leaf(
         ColumnReader::DoubleColumnReader(r) => all(r, rows, def, rep, |&x| x),
         _ => unreachable!("the physical type is checked before"),
     }
-}
-
-thread_local! {
-    /// Whether this thread is decoding a Parquet file, whose panics [`guarded`] reports.
-    static DECODING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f`, with a panic turned into its message. The Parquet decoder meets some damaged
-/// pages with a panic rather than an error, and a damaged file must be one clear error:
-/// so the panic is caught, and its default report (several lines on stderr) is left out
-/// for this thread only.
-fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !DECODING.with(Cell::get) {
-                previous(info);
-            }
-        }));
-    });
-    DECODING.with(|d| d.set(true));
-    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    DECODING.with(|d| d.set(false));
-    got.map_err(|p| {
-        p.downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into())
-    })
 }
 
 /// Reads `columns` from the Parquet file `path` into `frames`.
@@ -557,11 +569,26 @@ fn read_file(path: &Path, columns: &[Column], frames: &mut Frames) -> Result<()>
 }
 
 /// Reads the LeRobot dataset directory `dir`: the observation from `observation.state` or
-/// the features `obs_keys` names, the rewards as `reward` says.
-pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> Result<LeRobot> {
+/// the features `obs_keys` names (state features side by side, or one camera's frames at
+/// `image_size`), the rewards as `reward` says.
+pub fn read(
+    dir: &Path,
+    obs_keys: Option<&[String]>,
+    reward: &RewardSource,
+    image_size: Option<ImageSize>,
+) -> Result<LeRobot> {
     let info = info(dir)?;
     let info_at = dir.join(INFO).display().to_string();
-    let state = state_features(&info, &info_at, obs_keys)?;
+    let (state, camera) = match observed(&info, &info_at, obs_keys)? {
+        Observed::State(s) => (s, None),
+        Observed::Camera(c) => (vec![], Some(c)),
+    };
+    if let (Some(size), None) = (image_size, &camera) {
+        bail!(
+            "--image-size {size} applies to a camera (a feature of dtype `video` named with \
+             --obs-keys); the observations here are state features"
+        );
+    }
     let mut notes = vec![];
 
     // The ways to give rewards, for the errors that ask for them.
@@ -662,6 +689,14 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
         columns.len() - 1
     };
     let state_cols: Vec<usize> = state.iter().map(|(n, f)| column(n, f)).collect();
+    // A camera's frames are found by the rows' times.
+    let time_col = camera.as_ref().map(|_| {
+        let f = Feature {
+            dtype: "float32".into(),
+            shape: vec![1],
+        };
+        column(TIMESTAMP, &f)
+    });
     let reward_col = reward_key.as_ref().map(|k| column(k, &info.features[k]));
     let done_col = done.then(|| column(DONE, &info.features[DONE]));
     let action_col = action.map(|f| column(ACTION, f));
@@ -763,11 +798,29 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
         }
     }
 
-    let width: usize = state.iter().map(|(_, f)| f.width()).sum();
-    let obs_of = |i: usize, out: &mut Vec<f32>| {
+    let (obs_shape, pixels) = match (&camera, time_col) {
+        (Some(key), Some(c)) => {
+            let rows = camera::Rows {
+                episode: &ep,
+                frame: &fr,
+                time: &frames.cols[c],
+            };
+            let got = camera::frames(dir, &info, key, &rows, image_size)?;
+            notes.extend(got.notes);
+            (got.shape, Some(got.pixels))
+        }
+        _ => (vec![state.iter().map(|(_, f)| f.width()).sum()], None),
+    };
+    let frame_len: usize = obs_shape.iter().product();
+    // Observation `i` onto the f32 rows of states or the u8 rows of frames.
+    let obs_of = |i: usize, states: &mut Vec<f32>, images: &mut Vec<u8>| {
+        if let Some(p) = &pixels {
+            images.extend_from_slice(&p[i * frame_len..(i + 1) * frame_len]);
+            return;
+        }
         for ((_, f), &c) in state.iter().zip(&state_cols) {
             let w = f.width();
-            out.extend(frames.cols[c][i * w..(i + 1) * w].iter().map(|&x| x as f32));
+            states.extend(frames.cols[c][i * w..(i + 1) * w].iter().map(|&x| x as f32));
         }
     };
     let flag = |c: Option<usize>, i: usize| c.is_some_and(|c| frames.cols[c][i] != 0.0);
@@ -782,6 +835,7 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
     }
     let (mut o, mut nx, mut rew, mut term, mut tout, mut missing, mut ids) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut o8, mut nx8) = (vec![], vec![]);
     let mut act: Vec<f64> = vec![];
     let adim = action.map_or(0, |f| f.width());
     let (mut dropped, mut early) = (0, 0);
@@ -800,8 +854,8 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
             if terminal && !last {
                 early += 1;
             }
-            obs_of(i, &mut o);
-            obs_of(if last { i } else { e[t + 1] }, &mut nx);
+            obs_of(i, &mut o, &mut o8);
+            obs_of(if last { i } else { e[t + 1] }, &mut nx, &mut nx8);
             let r = reward_col.map_or(0.0, |c| frames.cols[c][i] as f32);
             if !r.is_finite() {
                 bail!(
@@ -844,7 +898,7 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
             }
         }
     });
-    if state.len() > 1 || obs_keys.is_some() {
+    if camera.is_none() && (state.len() > 1 || obs_keys.is_some()) {
         notes.push(format!(
             "observations: features {} side by side",
             state
@@ -857,17 +911,22 @@ pub fn read(dir: &Path, obs_keys: Option<&[String]>, reward: &RewardSource) -> R
     let cameras: Vec<&str> = info
         .features
         .iter()
-        .filter(|(_, f)| f.camera())
+        .filter(|(n, f)| f.camera() && Some(*n) != camera.as_ref())
         .map(|(n, _)| n.as_str())
         .collect();
     if !cameras.is_empty() {
         notes.push(format!("cameras left out: {}", cameras.join(", ")));
     }
     let any_missing = missing.iter().any(|&m| m);
+    let (observations, next_observations) = if camera.is_some() {
+        (o8.into(), nx8.into())
+    } else {
+        (o.into(), nx.into())
+    };
     let data = Dataset {
-        obs_shape: vec![width],
-        observations: o.into(),
-        next_observations: nx.into(),
+        obs_shape,
+        observations,
+        next_observations,
         rewards: rew,
         terminals: term,
         timeouts: Some(tout),
@@ -950,7 +1009,7 @@ mod tests {
         assert!(!is_lerobot(&dir.path().join("meta/info.json")));
         let e = format!(
             "{:#}",
-            read(dir.path(), None, &RewardSource::default()).unwrap_err()
+            read(dir.path(), None, &RewardSource::default(), None).unwrap_err()
         );
         assert!(
             e.contains("info.json: missing key `codebase_version`"),

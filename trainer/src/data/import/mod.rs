@@ -1,6 +1,6 @@
-//! Importing robotics datasets: D4RL-style HDF5 files, Minari datasets and LeRobot
-//! dataset directories become transition files in the [dataset format](crate::data)
-//! (`laq convert`).
+//! Importing robotics datasets: D4RL-style HDF5 files, Minari datasets, LeRobot dataset
+//! directories and folders of videos become transition files in the
+//! [dataset format](crate::data) (`laq convert`).
 //!
 //! HDF5 is read by `hdf5-reader`, a decoder of the file format written in Rust, so that
 //! `laq` binds no system library. D4RL and Minari files are written by h5py, with chunked
@@ -27,6 +27,8 @@ pub enum Source {
     D4rl,
     /// A Minari dataset directory (or its `data/main_data.hdf5`) of `episode_N` groups.
     Minari,
+    /// A folder of videos (MP4: AV1 or H.264), one episode each, in name order.
+    Video,
 }
 
 impl Source {
@@ -35,6 +37,7 @@ impl Source {
             Source::Auto => "auto",
             Source::D4rl => "D4RL",
             Source::Minari => "Minari",
+            Source::Video => "videos",
         }
     }
 }
@@ -133,6 +136,12 @@ impl Imported {
 /// that differ between arrays, NaN or infinite values (with the row), empty episodes,
 /// unsupported element types.
 pub fn import(path: &Path, source: Source, opts: &ImportOptions) -> Result<Imported> {
+    if source == Source::Video {
+        bail!(
+            "{}: a folder of videos is read by `laq convert --from video`",
+            path.display()
+        );
+    }
     h5::import(path, source, opts)
 }
 
@@ -164,5 +173,7 @@ pub fn convert(
     Ok(imported)
 }
 
+mod guard;
 mod h5;
 pub mod lerobot;
+pub mod video;
