@@ -123,6 +123,50 @@ impl Dataset {
         self.next_observations.row(i, self.obs_dim())
     }
 
+    /// Whether row `i + 1` continues row `i`'s trajectory: it starts where row `i` ended,
+    /// and no terminal or timeout lies between them.
+    pub fn continues(&self, i: usize) -> bool {
+        i + 1 < self.len()
+            && !self.terminals[i]
+            && !self.timeouts.as_ref().is_some_and(|t| t[i])
+            && self.next_obs_row(i) == self.obs_row(i + 1)
+    }
+
+    /// Rows whose trajectory reaches a reward (at this row or later), with the number of
+    /// steps to it, last row first.
+    ///
+    /// ```
+    /// use laq::data::{Actions, Dataset};
+    /// let d = Dataset {
+    ///     obs_shape: vec![1],
+    ///     observations: vec![0.0, 1.0, 2.0, 7.0].into(),
+    ///     next_observations: vec![1.0, 2.0, 3.0, 8.0].into(),
+    ///     rewards: vec![0.0, 0.0, 1.0, 0.0],
+    ///     terminals: vec![false, false, true, false],
+    ///     timeouts: None,
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// assert_eq!(d.steps_to_reward(), [(2, 0), (1, 1), (0, 2)]);
+    /// ```
+    pub fn steps_to_reward(&self) -> Vec<(usize, usize)> {
+        let mut next: Option<usize> = None;
+        let mut out = vec![];
+        for i in (0..self.len()).rev() {
+            next = if self.rewards[i] > 0.0 {
+                Some(0)
+            } else if self.continues(i) {
+                next.map(|k| k + 1)
+            } else {
+                None
+            };
+            if let Some(k) = next {
+                out.push((i, k));
+            }
+        }
+        out
+    }
+
     /// Whether observations are images `[C, H, W]`.
     pub fn is_image(&self) -> bool {
         self.obs_shape.len() == 3

@@ -74,17 +74,58 @@ impl Default for TrainConfig {
     }
 }
 
+/// The discount Q-learning on continuous states starts from: the paper's 0.99, or
+/// 1 - 1/H where the data's rewarded trajectories are longer, H the median number of
+/// steps from their states to the reward, at most 0.995 (written to `config.toml` like
+/// every setting). With 0.99, a state 500 steps from the reward is worth 0.007 of one
+/// next to it, and far states are ranked by noise; 0.998 on a large maze, whose median
+/// is 226 steps, ranked states far worse than 0.995 (docs/trust.md).
+///
+/// ```
+/// use laq::data::Dataset;
+/// // A reward 300 steps down one trajectory: H = 150.
+/// let n = 301;
+/// let obs: Vec<f32> = (0..n).map(|i| i as f32).collect();
+/// let next: Vec<f32> = (1..=n).map(|i| i as f32).collect();
+/// let mut rewards = vec![0.0; n];
+/// rewards[n - 1] = 1.0;
+/// let d = Dataset {
+///     obs_shape: vec![1],
+///     observations: obs.into(),
+///     next_observations: next.into(),
+///     rewards,
+///     terminals: vec![false; n],
+///     timeouts: None,
+///     next_missing: None,
+///     actions: None,
+/// };
+/// let g = laq::run::config::horizon_gamma(&d);
+/// assert!((g - (1.0 - 1.0 / 150.0)).abs() < 1e-12);
+/// ```
+pub fn horizon_gamma(data: &Dataset) -> f64 {
+    let mut k: Vec<usize> = data.steps_to_reward().into_iter().map(|(_, k)| k).collect();
+    if k.is_empty() {
+        return 0.99;
+    }
+    k.sort_unstable();
+    let h = k[k.len() / 2].max(1) as f64;
+    (1.0 - 1.0 / h).clamp(0.99, 0.995)
+}
+
 impl TrainConfig {
     /// Defaults that suit `data`: the grid-world settings for small discrete state
-    /// spaces, and a smaller forward model with larger batches for continuous states
-    /// (the authors' Maze2D model is smaller still, 4-8-16-8).
+    /// spaces; for continuous states a smaller forward model with larger batches (the
+    /// authors' Maze2D model is smaller still, 4-8-16-8) and the discount of the data's
+    /// horizon ([`horizon_gamma`]); the image settings for images.
     pub fn for_data(data: &Dataset) -> Self {
         if data.is_image() {
             TrainConfig::images(&data.obs_shape)
         } else if qlearn::is_tabular(data) {
             TrainConfig::default()
         } else {
-            TrainConfig::continuous()
+            let mut cfg = TrainConfig::continuous();
+            cfg.dqn.gamma = horizon_gamma(data);
+            cfg
         }
     }
 
@@ -132,13 +173,10 @@ impl TrainConfig {
         self.overlay(user)
     }
 
-    /// The settings for continuous states. Q-learning runs 60k steps on targets that
-    /// follow the data's own trajectories where they beat the bootstrap (`dqn.lambda` 1,
-    /// recomputed every 1000 steps). One-step targets with a target network every 100
-    /// steps fitted our U-maze (guidance 97%) but not a MuJoCo point mass in D4RL's large
-    /// maze (Spearman against the geodesic distance 0.19); these give 0.75 / 0.83 / 0.42
-    /// there over three seeds and keep guidance at 0.93-0.99 (docs/trust.md has the
-    /// sweep).
+    /// The settings for continuous states, before the discount is fitted to the data.
+    /// Q-learning runs 60k steps on targets that follow the data's own trajectories where
+    /// they beat the bootstrap (`dqn.lambda` 1, recomputed every 1000 steps): one-step
+    /// targets did not carry value across a large maze (docs/trust.md has the sweep).
     pub fn continuous() -> Self {
         let mut cfg = TrainConfig::default();
         cfg.mining.encoder = vec![64, 64];

@@ -112,30 +112,6 @@ pub struct Evidence<'a> {
     pub max_return: f64,
 }
 
-/// Rows whose data reaches a reward later in the same trajectory, and in how many steps.
-fn steps_to_reward(data: &Dataset) -> Vec<(usize, usize)> {
-    let n = data.len();
-    let mut next: Option<usize> = None;
-    let mut out = vec![];
-    for i in (0..n).rev() {
-        let continues = i + 1 < n
-            && !data.terminals[i]
-            && !data.timeouts.as_ref().is_some_and(|t| t[i])
-            && data.next_obs_row(i) == data.obs_row(i + 1);
-        next = if data.rewards[i] > 0.0 {
-            Some(0)
-        } else if continues {
-            next.map(|k| k + 1)
-        } else {
-            None
-        };
-        if let Some(k) = next {
-            out.push((i, k));
-        }
-    }
-    out
-}
-
 fn check(name: &str, value: f64, threshold: f64, pass: bool, why: String) -> Check {
     Check {
         name: name.to_string(),
@@ -198,7 +174,7 @@ pub fn assess(e: &Evidence) -> Trust {
             ),
         ));
     }
-    let traces = steps_to_reward(data);
+    let traces = data.steps_to_reward();
     if traces.len() >= 20 {
         let v: Vec<f64> = traces.iter().map(|&(i, _)| e.values[i] as f64).collect();
         let k: Vec<f64> = traces.iter().map(|&(_, k)| -(k as f64)).collect();
@@ -299,7 +275,7 @@ mod tests {
     #[test]
     fn steps_to_reward_follow_trajectories() {
         let d = chain();
-        let k = steps_to_reward(&d);
+        let k = d.steps_to_reward();
         assert_eq!(k.len(), 30);
         assert!(k.contains(&(0, 9)) && k.contains(&(9, 0)) && k.contains(&(20, 9)));
     }

@@ -272,14 +272,7 @@ struct Traces {
 impl Traces {
     fn of(data: &Dataset) -> Self {
         let n = data.len();
-        let continues = (0..n)
-            .map(|i| {
-                i + 1 < n
-                    && !data.terminals[i]
-                    && !data.timeouts.as_ref().is_some_and(|t| t[i])
-                    && data.next_obs_row(i) == data.obs_row(i + 1)
-            })
-            .collect();
+        let continues = (0..n).map(|i| data.continues(i)).collect();
         Traces { continues }
     }
 
