@@ -178,30 +178,32 @@ pub fn train(
                 variant,
                 probe: Some(&probe),
             };
-            // The trust checks' second Q-function runs beside the first where a core is
-            // free for it (each is the same alone: its own networks and random stream).
+            // The trust checks' second Q-function (another seed) runs beside the first
+            // where a core is free for it, after it otherwise; each is the same either
+            // way: its own networks and random stream.
             let side_by_side = cfg.second_seed && crate::util::parallel::jobs(device) >= 2;
+            let second = || {
+                crate::util::progress::hidden(|| {
+                    qlearn::dqn(&inputs, &cfg.dqn, second_seed(cfg.seed), device, None)
+                })
+            };
             let (net, other) = std::thread::scope(|scope| -> Result<_> {
-                let second = side_by_side.then(|| {
-                    scope.spawn(|| {
-                        crate::util::progress::hidden(|| {
-                            qlearn::dqn(&inputs, &cfg.dqn, second_seed(cfg.seed), device, None)
-                        })
-                    })
-                });
-                let net = qlearn::dqn(&inputs, &cfg.dqn, cfg.seed, device, ckpt);
-                let other = match second {
+                let beside = side_by_side.then(|| scope.spawn(second));
+                let net = qlearn::dqn(&inputs, &cfg.dqn, cfg.seed, device, ckpt)?;
+                let other = match beside {
                     Some(h) => Some(
                         h.join()
                             .map_err(|_| anyhow::anyhow!("the second Q-learning run panicked"))??,
                     ),
+                    None if cfg.second_seed => Some(second()?),
                     None => None,
                 };
-                Ok((net?, other))
+                Ok((net, other))
             })?;
-            let what = match side_by_side {
-                true => format!("Q-learning ({name}, both seeds side by side)"),
-                false => format!("Q-learning ({name})"),
+            let what = match (cfg.second_seed, side_by_side) {
+                (true, true) => format!("Q-learning ({name}, two seeds side by side)"),
+                (true, false) => format!("Q-learning ({name}, two seeds)"),
+                (false, _) => format!("Q-learning ({name})"),
             };
             timings.push((what, t.elapsed().as_secs_f64()));
             info.insert("q".to_string(), name.to_string());
@@ -244,17 +246,6 @@ pub fn train(
             };
             let t = Instant::now();
             let all: Vec<usize> = (0..data.len()).collect();
-            let other = match (other, cfg.second_seed) {
-                (Some(o), _) => Some(o),
-                (None, true) => Some(qlearn::dqn(
-                    &inputs,
-                    &cfg.dqn,
-                    second_seed(cfg.seed),
-                    device,
-                    None,
-                )?),
-                (None, false) => None,
-            };
             let dynamics = dynamics_losses(&labelled, data, cfg.seed)?;
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
             let judge = |values: &[f32], second: Option<&[f32]>, net: &QNetwork, max_return| {
@@ -306,11 +297,7 @@ pub fn train(
                     final_max_return(cfg, max_return),
                 );
             }
-            let what = match side_by_side {
-                true => "trust checks",
-                false => "trust checks (second seed)",
-            };
-            timings.push((what.into(), t.elapsed().as_secs_f64()));
+            timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             model
                 .info
                 .insert("q_seed".to_string(), selected.to_string());

@@ -109,10 +109,11 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
     // gathered in a fixed order, so they do not depend on how many ran at once.
     enum Job {
         Reference,
+        /// Indices into the study's seeds and sources.
         Run {
             q: QKind,
-            seed: u64,
-            source: LabelSource,
+            seed: usize,
+            source: usize,
         },
     }
     enum Done {
@@ -127,8 +128,8 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
     }
     let mut job_list = vec![Job::Reference];
     for &q in &study.qs {
-        for &seed in &study.seeds {
-            for &source in &study.sources {
+        for seed in 0..study.seeds.len() {
+            for source in 0..study.sources.len() {
                 job_list.push(Job::Run { q, seed, source });
             }
         }
@@ -146,15 +147,11 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
         if let Some(l) = slot.as_ref() {
             return Ok(l.clone());
         }
-        let cfg = TrainConfig {
-            seed: study.seeds[seed_i],
-            ..study.train.clone()
-        };
         let l = std::sync::Arc::new(labels::make(
             study.sources[source_i],
             &data,
-            &cfg.mining,
-            cfg.seed,
+            &study.train.mining,
+            study.seeds[seed_i],
             device,
             None,
         )?);
@@ -175,9 +172,8 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             }
             Job::Run { q, seed, source } => (q, seed, source),
         };
-        let seed_i = study.seeds.iter().position(|&s| s == seed).unwrap_or(0);
-        let source_i = study.sources.iter().position(|&s| s == source).unwrap_or(0);
-        let l = labels_of(seed_i, source_i)?;
+        let l = labels_of(seed, source)?;
+        let (seed, source) = (study.seeds[seed], study.sources[source]);
         let cfg = TrainConfig {
             seed,
             ..study.train.clone()
@@ -219,15 +215,11 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
     };
     let jobs = crate::util::parallel::jobs(device);
     let t = Instant::now();
-    let done = crate::util::parallel::map(&job_list, jobs, run_job)?;
-    let mut timings = vec![];
-    let mut gt = vec![];
-    for d in &done {
-        if let Done::Reference(v, secs) = d {
-            gt = v.clone();
-            timings.push(("reference (TD3+BC)".to_string(), *secs));
-        }
-    }
+    let mut done = crate::util::parallel::map(&job_list, jobs, run_job)?.into_iter();
+    let Some(Done::Reference(gt, secs)) = done.next() else {
+        anyhow::bail!("the value study's first run is its reference");
+    };
+    let mut timings = vec![("reference (TD3+BC)".to_string(), secs)];
     let gt_vs_oracle = stats::spearman(&gt, &oracle);
     // (source, q) -> per seed: (gt last, oracle last, gt p95, oracle p95)
     let mut rows: std::collections::BTreeMap<String, Vec<[f64; 4]>> = Default::default();
@@ -235,7 +227,7 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
     let mut exported: std::collections::BTreeMap<&str, Vec<u8>> = Default::default();
     // The LAQ (latent/dqn) model of every seed, for guidance per seed.
     let mut laq_by_seed: Vec<(u64, Vec<u8>)> = vec![];
-    for (job, d) in job_list.iter().zip(done) {
+    for (job, d) in job_list.iter().skip(1).zip(done) {
         let (
             Job::Run { q, seed, source },
             Done::Run {
@@ -247,6 +239,7 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
         else {
             continue;
         };
+        let (seed, source) = (study.seeds[*seed], study.sources[*source]);
         let (mut sg, mut so) = (vec![], vec![]);
         for v in &checkpoints {
             sg.push(stats::spearman(v, &gt));
@@ -262,10 +255,10 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                 stats::percentile(&so, 95.0),
             ]);
         if let Some(bytes) = bytes {
-            if *source == LabelSource::Latent {
-                laq_by_seed.push((*seed, bytes.clone()));
+            if source == LabelSource::Latent {
+                laq_by_seed.push((seed, bytes.clone()));
             }
-            if *seed == study.seeds[0] {
+            if seed == study.seeds[0] {
                 exported.insert(source.key(), bytes);
             }
         }

@@ -59,13 +59,15 @@ where
     let slots: Vec<Mutex<Option<Result<R>>>> = items.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|s| {
         for _ in 0..jobs.min(items.len()) {
-            s.spawn(|| loop {
+            s.spawn(|| {
                 WORKER.with(|w| w.set(true));
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                if let Ok(mut slot) = slots[i].lock() {
-                    *slot = Some(r);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    if let Ok(mut slot) = slots[i].lock() {
+                        *slot = Some(r);
+                    }
                 }
             });
         }

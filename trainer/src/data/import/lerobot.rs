@@ -416,6 +416,25 @@ fn read_leaf(
 ///
 /// Through the column readers rather than the row API: the row API asserts on levels
 /// that a damaged page decodes to, where a damaged file must be an error.
+/// `columns` of every row of `files`, in file order; a panic inside the Parquet decoder
+/// (some damaged pages cause one) becomes an error naming the file.
+fn read_files(files: &[PathBuf], columns: &[Column]) -> Result<Frames> {
+    let mut frames = Frames {
+        cols: vec![vec![]; columns.len()],
+        file: vec![],
+        files: vec![],
+    };
+    for f in files {
+        guarded(|| read_file(f, columns, &mut frames)).map_err(|why| {
+            anyhow!(
+                "{}: the Parquet decoder failed on it ({why}); a damaged file?",
+                f.display()
+            )
+        })??;
+    }
+    Ok(frames)
+}
+
 fn read_file(path: &Path, columns: &[Column], frames: &mut Frames) -> Result<()> {
     let at = path.display();
     let f = std::fs::File::open(path).with_context(|| format!("cannot read {at}"))?;
@@ -713,19 +732,7 @@ pub fn read(
             info.data_path
         );
     }
-    let mut frames = Frames {
-        cols: vec![vec![]; columns.len()],
-        file: vec![],
-        files: vec![],
-    };
-    for f in &files {
-        guarded(|| read_file(f, &columns, &mut frames)).map_err(|why| {
-            anyhow!(
-                "{}: the Parquet decoder failed on it ({why}); a damaged file?",
-                f.display()
-            )
-        })??;
-    }
+    let frames = read_files(&files, &columns)?;
     let n = frames.file.len();
     if let Some(t) = info.total_frames {
         if t != n as u64 {

@@ -6,8 +6,7 @@
 //! starts in it (`from_timestamp`). A row's frame is the one shown at `from_timestamp` plus
 //! the row's `timestamp`: the nearest frame, which must lie within half a frame period.
 
-use super::{parquet_files, read_file, Column, Frames, Info, INFO};
-use crate::data::import::guard::guarded;
+use super::{parquet_files, read_files, Column, Info, INFO};
 use crate::data::import::video::{ImageSize, Video};
 use anyhow::{anyhow, bail, Result};
 use std::collections::BTreeMap;
@@ -69,19 +68,7 @@ fn segments(dir: &Path, key: &str) -> Result<BTreeMap<u64, Segment>> {
             shape: vec![1],
         })
         .collect();
-    let mut table = Frames {
-        cols: vec![vec![]; columns.len()],
-        file: vec![],
-        files: vec![],
-    };
-    for f in &files {
-        guarded(|| read_file(f, &columns, &mut table)).map_err(|why| {
-            anyhow!(
-                "{}: the Parquet decoder failed on it ({why}); a damaged file?",
-                f.display()
-            )
-        })??;
-    }
+    let table = read_files(&files, &columns)?;
     let mut out = BTreeMap::new();
     for r in 0..table.file.len() {
         let at = table.files[table.file[r] as usize].display();
