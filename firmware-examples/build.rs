@@ -250,7 +250,8 @@ fn conv_model() -> Vec<u8> {
 fn maze_expected(bytes: &[u8], path: &Path) -> String {
     let model = load(bytes, path);
     assert_eq!(model.input_dim(), 4, "the maze model must have input_dim 4");
-    let mut scratch = vec![0.0f32; model.scratch_len()];
+    let settings = Settings::DEFAULT;
+    let mut scratch = vec![0.0f32; model.lookahead_scratch_len(settings.lookahead)];
     let mut report = [Candidate::default(); NUM_PRIMITIVES];
     let geodesic = Geodesic::<256>::new(&U_MAZE).expect("maze geodesic graph");
     let starts =
@@ -268,9 +269,12 @@ fn maze_expected(bytes: &[u8], path: &Path) -> String {
         let mut choices = Vec::new();
         let ep = laq_maze::run_episode(
             &U_MAZE,
-            &Settings::DEFAULT,
+            &settings,
             start,
-            |pose, prims| laq_maze::choose_by_value(&model, pose, prims, &mut scratch, &mut report),
+            |pose, prims| {
+                let depth = settings.lookahead;
+                laq_maze::choose_by_value(&model, pose, prims, depth, &mut scratch, &mut report)
+            },
             |k, _| choices.push(k as u8),
         )
         .unwrap_or_else(|e| panic!("maze guidance from {start:?} fails: {e}"));
@@ -291,8 +295,8 @@ fn maze_expected(bytes: &[u8], path: &Path) -> String {
     code.push_str("];\n");
     writeln!(
         code,
-        "/// Scratch length of the maze model.\npub const MAZE_SCRATCH: usize = {};",
-        model.scratch_len()
+        "/// Scratch length of the maze model's lookahead.\npub const MAZE_SCRATCH: usize = {};",
+        model.lookahead_scratch_len(settings.lookahead)
     )
     .unwrap();
     writeln!(

@@ -5,7 +5,7 @@ use core::f32::consts::PI;
 
 use laq_runtime::{Candidate, Error, Model};
 
-use crate::{execute, Executed, Layout, Pose, Primitive, Settings};
+use crate::{distance, execute, Executed, Layout, Pose, Primitive, Settings};
 
 /// The outcome of one guided episode ([`run_episode`]).
 ///
@@ -33,7 +33,9 @@ pub struct Episode {
 /// Guides the robot from `start`: each decision, `choose(pose, primitives)` picks one of
 /// the [`Primitive::all`] of `layout` (or `None` when none is available: the episode
 /// ends stuck), and it is executed ([`execute`]); `executed(k, &what)` sees each
-/// executed primitive. Runs until the target is reached, `settings.budget` decisions
+/// executed primitive. With `settings.goal_check`, the first primitive of a sequence of
+/// at most `settings.lookahead` primitives predicted to end in the target disc is
+/// executed without asking `choose` ([`reaching_target`]). Runs until the target is reached, `settings.budget` decisions
 /// are spent or nothing is chosen. `choose`'s errors end the episode and are returned.
 ///
 /// ```
@@ -68,7 +70,11 @@ pub fn run_episode<'a, E: From<Error>>(
         stuck: false,
     };
     while !ep.success && ep.decisions < settings.budget {
-        let Some(k) = choose(pose, &primitives)? else {
+        let reaching = settings
+            .goal_check
+            .then(|| reaching_target(layout, pose, &primitives, settings.lookahead))
+            .flatten();
+        let Some(k) = reaching.map_or_else(|| choose(pose, &primitives), |k| Ok(Some(k)))? else {
             ep.stuck = true;
             break;
         };
@@ -82,10 +88,62 @@ pub fn run_episode<'a, E: From<Error>>(
     Ok(ep)
 }
 
-/// The value-guided choice: `model.select` picks the primitive whose predicted point
-/// (x', y', 0, 0) has the highest V, from the robot's (x, y) at rest; `None` if no
-/// primitive is available. `scratch` needs `model.scratch_len()` elements, `report`
-/// one per primitive (it receives each candidate's score and status).
+/// The first primitive of the shortest sequence of at most `depth` primitives whose
+/// predicted points, each from the last, end in the target disc (of several, the one
+/// whose first point is closest to the target's centre; ties: the lowest index), if any: the goal check of [`run_episode`], over the horizon the value
+/// policy plans ([`Settings::lookahead`]).
+///
+/// ```
+/// use laq_maze::{reaching_target, Pose, Primitive, Settings, U_MAZE};
+///
+/// let prims = Primitive::all(&U_MAZE, &Settings::DEFAULT);
+/// // 0.4 above the disc's rim in the top corridor: "left" (-y) ends inside.
+/// let near = Pose { x: 1.5, y: 2.4, heading: 0.0 };
+/// assert_eq!(reaching_target(&U_MAZE, near, &prims, 1), Some(6));
+/// // 1.4 above it: two primitives are not enough, three are.
+/// let far = Pose { x: 1.5, y: 3.4, heading: 0.0 };
+/// assert_eq!(reaching_target(&U_MAZE, far, &prims, 2), None);
+/// assert_eq!(reaching_target(&U_MAZE, far, &prims, 3), Some(6));
+/// ```
+pub fn reaching_target(
+    layout: &Layout<'_>,
+    pose: Pose,
+    primitives: &[Primitive<'_>],
+    depth: usize,
+) -> Option<usize> {
+    let target = layout.target_point();
+    (1..=depth).find_map(|d| {
+        let mut best: Option<(usize, f32)> = None;
+        for (i, p) in primitives.iter().enumerate() {
+            let Some(q) = p.predicted(pose.x, pose.y) else {
+                continue;
+            };
+            let gap = distance(q, target);
+            if best.is_none_or(|(_, g)| gap < g) && reaches(layout, primitives, q, d - 1) {
+                best = Some((i, gap));
+            }
+        }
+        best.map(|(i, _)| i)
+    })
+}
+
+/// Whether `p` is in the target disc or `more` primitives can take it there. The
+/// recursion is as deep as `more` (at most `laq_runtime::MAX_LOOKAHEAD` in guidance).
+fn reaches(layout: &Layout<'_>, primitives: &[Primitive<'_>], p: [f32; 2], more: usize) -> bool {
+    layout.in_target(p)
+        || (more > 0
+            && primitives.iter().any(|k| {
+                k.predicted(p[0], p[1])
+                    .is_some_and(|q| reaches(layout, primitives, q, more - 1))
+            }))
+}
+
+/// The value-guided choice: `model.select_ahead` picks the first primitive of the
+/// sequence of `depth` primitives whose predicted points, each from the last at rest
+/// (x', y', 0, 0), end where V is highest; `None` if no primitive is available.
+/// `depth` 1 is `model.select` over the next points. `scratch` needs
+/// `model.lookahead_scratch_len(depth)` elements, `report` one per primitive (it
+/// receives each first primitive's score and status).
 ///
 /// ```
 /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../models/maze2d/value.safetensors"));
@@ -94,11 +152,11 @@ pub fn run_episode<'a, E: From<Error>>(
 ///
 /// let model = Model::new_checked(bytes)?;
 /// let prims = Primitive::all(&U_MAZE, &Settings::DEFAULT);
-/// let mut scratch = vec![0.0; model.scratch_len()];
+/// let mut scratch = vec![0.0; model.lookahead_scratch_len(2)];
 /// let mut report = [Candidate::default(); 8];
 /// // At the far arm's end: "up" (-x) would hit the middle wall.
 /// let pose = Pose { x: 3.5, y: 1.5, heading: 0.0 };
-/// let k = choose_by_value(&model, pose, &prims, &mut scratch, &mut report)?.unwrap();
+/// let k = choose_by_value(&model, pose, &prims, 2, &mut scratch, &mut report)?.unwrap();
 /// assert_eq!(report[4].status, Status::Failed);
 /// assert!(report[k].status.is_valid());
 /// # Ok::<(), laq_runtime::Error>(())
@@ -107,10 +165,11 @@ pub fn choose_by_value(
     model: &Model<'_>,
     pose: Pose,
     primitives: &[Primitive<'_>],
+    depth: usize,
     scratch: &mut [f32],
     report: &mut [Candidate],
 ) -> Result<Option<usize>, Error> {
-    match model.select(&pose.as_point_mass(), primitives, scratch, report) {
+    match model.select_ahead(&pose.as_point_mass(), primitives, depth, scratch, report) {
         Ok(k) => Ok(Some(k)),
         Err(Error::NoValidCandidate) => Ok(None),
         Err(e) => Err(e),

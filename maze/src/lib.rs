@@ -13,8 +13,9 @@
 //!   [`Settings::drive_length`]" as `laq_runtime::Controller`s that predict (x', y', 0,
 //!   0); [`execute`] runs one on the robot.
 //! - [`run_episode`] with [`choose_by_value`]: one guided episode, where
-//!   `laq_runtime::Model::select` picks the primitive whose predicted point has the
-//!   highest V.
+//!   `laq_runtime::Model::select_ahead` picks the primitive that starts the sequence of
+//!   [`Settings::lookahead`] primitives ending where V is highest, and a primitive that
+//!   ends in the target disc is taken at once ([`Settings::goal_check`]).
 //! - [`Geodesic`] (capacity a const parameter) and [`spl`]: the geodesic shortest path
 //!   of the body to the target, for success weighted by path length.
 //!
@@ -28,14 +29,15 @@
 //! use laq_runtime::{Candidate, Model};
 //!
 //! let model = Model::new_checked(bytes)?;
-//! let mut scratch = vec![0.0; model.scratch_len()];
+//! let settings = Settings::DEFAULT;
+//! let mut scratch = vec![0.0; model.lookahead_scratch_len(settings.lookahead)];
 //! let mut report = [Candidate::default(); 8];
 //! let start = Pose { x: 3.5, y: 3.5, heading: 0.0 };
 //! let ep = run_episode(
 //!     &U_MAZE,
-//!     &Settings::DEFAULT,
+//!     &settings,
 //!     start,
-//!     |pose, prims| choose_by_value(&model, pose, prims, &mut scratch, &mut report),
+//!     |pose, prims| choose_by_value(&model, pose, prims, settings.lookahead, &mut scratch, &mut report),
 //!     |_, _| {},
 //! )?;
 //! let shortest = Geodesic::<32>::new(&U_MAZE)?.to_target(start.x, start.y).unwrap();
@@ -63,11 +65,11 @@ mod layout;
 mod primitives;
 mod robot;
 
-pub use episode::{choose_by_value, fixed_starts, run_episode, Episode};
+pub use episode::{choose_by_value, fixed_starts, reaching_target, run_episode, Episode};
 pub use geodesic::{spl, Geodesic, TARGET_SAMPLES};
 pub use layout::{distance, Layout, LayoutError, MEDIUM_MAZE, RADIUS, TARGET_RADIUS, U_MAZE};
 pub use primitives::{
-    execute, Executed, Primitive, Settings, DIRECTIONS, HEADINGS, MAX_TURN_ACTIONS, NUM_PRIMITIVES,
-    STEP_LENGTH, TURN_PER_ACTION,
+    execute, Executed, Primitive, Settings, DIRECTIONS, HEADINGS, LOOKAHEAD, MAX_TURN_ACTIONS,
+    NUM_PRIMITIVES, STEP_LENGTH, TURN_PER_ACTION,
 };
 pub use robot::{step, wrap, Pose, DT, FRAME_SKIP, MAX_SPEED, MAX_TURN};

@@ -80,6 +80,13 @@ pub const TURN_PER_ACTION: f32 = MAX_TURN * DT * FRAME_SKIP as f32;
 /// ```
 pub const MAX_TURN_ACTIONS: usize = 64;
 
+/// Primitives planned ahead per decision by default ([`Settings::lookahead`]).
+///
+/// ```
+/// assert_eq!(laq_maze::LOOKAHEAD, laq_maze::Settings::DEFAULT.lookahead);
+/// ```
+pub const LOOKAHEAD: usize = 2;
+
 /// Settings of the primitives and of a guided episode.
 ///
 /// ```
@@ -106,21 +113,36 @@ pub struct Settings {
     /// [`RADIUS`]) to count as available, so that rounding in the executed path never
     /// grazes a wall the predictor missed.
     pub wall_margin: f32,
+    /// Whether a primitive that starts a sequence of at most [`Settings::lookahead`]
+    /// primitives predicted to end in the target disc is taken without asking the
+    /// policy: the task ends there ([`crate::reaching_target`]).
+    ///
+    /// On by default. The data's reward marks a disc, not a point, and data that pass
+    /// through the disc without stopping give it a flat value (no latent action stays
+    /// inside), so V at rest can peak just outside the rim: a choice by V alone then
+    /// hovers there, one primitive in and one out, until the budget is spent.
+    pub goal_check: bool,
+    /// Primitives planned ahead at each decision ([`crate::choose_by_value`] through
+    /// `Model::select_ahead`): 1 is greedy selection by V of the next point.
+    pub lookahead: usize,
 }
 
 impl Settings {
     /// The settings of the guidance study and of the firmware: primitives of 0.5 units,
-    /// 60 decisions, 1e-3 radians, 0.01 units.
+    /// 60 decisions, 1e-3 radians, 0.01 units, the goal check on.
     ///
     /// ```
     /// let s = laq_maze::Settings::DEFAULT;
     /// assert_eq!((s.drive_length, s.budget, s.heading_tolerance, s.wall_margin), (0.5, 60, 1e-3, 0.01));
+    /// assert!(s.goal_check);
     /// ```
     pub const DEFAULT: Settings = Settings {
         drive_length: 0.5,
         budget: 60,
         heading_tolerance: 1e-3,
         wall_margin: 0.01,
+        goal_check: true,
+        lookahead: LOOKAHEAD,
     };
 }
 

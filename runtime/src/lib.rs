@@ -12,7 +12,8 @@
 //!   head) with f32 or int8 weights, using a caller-provided scratch buffer
 //!   ([`Scratch`]).
 //! - [`Model::log_density`] / [`Model::gated_value`] apply the optional density gate.
-//! - [`Model::select`] picks among user [`Controller`]s by `reward + gamma * V(next)`.
+//! - [`Model::select`] picks among user [`Controller`]s by `reward + gamma * V(next)`;
+//!   [`Model::select_ahead`] by the best sequence of up to [`MAX_LOOKAHEAD`] of them.
 //! - [`Model::shaped_reward`] gives the potential-based shaped reward.
 //!
 //! No allocation, no panics (enforced by lints), and no `unsafe` outside two audited
@@ -89,6 +90,7 @@ pub mod format;
 mod json;
 mod kernels;
 mod limits;
+mod lookahead;
 mod meta;
 mod model;
 mod num;
@@ -109,6 +111,7 @@ pub use format::Head;
 pub use limits::{
     MAX_CHANNELS, MAX_CONV_LAYERS, MAX_HEADER_LEN, MAX_IMAGE_SIDE, MAX_INPUT_DIM, MAX_LAYERS,
 };
+pub use lookahead::MAX_LOOKAHEAD;
 #[cfg(feature = "images")]
 pub use model::ConvInfo;
 pub use model::{LayerInfo, Model};

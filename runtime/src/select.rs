@@ -1,5 +1,6 @@
 //! Controller selection and potential-based reward shaping.
 
+use crate::lookahead::best;
 #[cfg(feature = "batch")]
 use crate::BATCH;
 use crate::{Error, Model};
@@ -197,7 +198,7 @@ impl Model<'_> {
 
     /// The candidate as far as it goes without `V(next)`, and whether it needs it: a
     /// failed or non-finite prediction and a terminal state are final.
-    fn predict_candidate<C: Controller + ?Sized>(
+    pub(crate) fn predict_candidate<C: Controller + ?Sized>(
         &self,
         controller: &C,
         state: &[f32],
@@ -339,13 +340,7 @@ impl Model<'_> {
                 *slot = self.score(controller, state, next, eval);
             }
         }
-        let mut best: Option<(usize, f32)> = None;
-        for (i, c) in report.iter().take(controllers.len()).enumerate() {
-            if c.status.is_valid() && best.is_none_or(|(_, s)| c.score > s) {
-                best = Some((i, c.score));
-            }
-        }
-        best.map(|(i, _)| i).ok_or(Error::NoValidCandidate)
+        best(report.iter().take(controllers.len())).ok_or(Error::NoValidCandidate)
     }
 
     /// The potential-based shaped reward `r + gamma * V(s') - V(s)`, with `V(s') = 0`

@@ -7,8 +7,12 @@
 //! ```sh
 //! cargo run --release -p laq --example guide -- [--out out/guide] [--seed 0]
 //!     [--starts 100] [--value models/maze2d/value.safetensors] [--sweep]
-//!     [--single out/guide/single.safetensors]
+//!     [--single out/guide/single.safetensors] [--no-goal-check] [--lookahead N]
 //! ```
+//!
+//! `--no-goal-check` leaves every decision to the policy, also the one that would end
+//! in the target disc (`laq_maze::Settings::goal_check`); `--lookahead N` plans N
+//! primitives ahead (1: greedy; default `laq_maze::LOOKAHEAD`).
 //!
 //! `--sweep` also runs the study for several primitive lengths; `--single` reuses the
 //! baseline an earlier run wrote instead of training it again.
@@ -27,6 +31,8 @@ struct Args {
     sweep: bool,
     /// The single-action baseline from an earlier run (`single.safetensors`).
     single: Option<PathBuf>,
+    goal_check: bool,
+    lookahead: usize,
 }
 
 fn parse() -> Result<Args> {
@@ -40,6 +46,8 @@ fn parse() -> Result<Args> {
         )),
         sweep: false,
         single: None,
+        goal_check: true,
+        lookahead: laq_maze::LOOKAHEAD,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -51,6 +59,8 @@ fn parse() -> Result<Args> {
             "--value" => a.value = value()?.into(),
             "--sweep" => a.sweep = true,
             "--single" => a.single = Some(value()?.into()),
+            "--no-goal-check" => a.goal_check = false,
+            "--lookahead" => a.lookahead = value()?.parse().context("--lookahead")?,
             other => bail!("unknown argument `{other}`"),
         }
     }
@@ -83,6 +93,8 @@ fn main() -> Result<()> {
     };
     let cfg = GuideConfig {
         starts: args.starts,
+        goal_check: args.goal_check,
+        lookahead: args.lookahead,
         ..GuideConfig::default()
     };
     let t = Instant::now();

@@ -1,6 +1,6 @@
 //! Guides a differential-drive robot through the U-maze with the Maze2D value model
 //! (learned from a point mass's state-only logs), choosing among 8 motion primitives
-//! with `Model::select` (the `laq-maze` crate, which `laq::studies::guidance` on the host uses too;
+//! with `Model::select_ahead` (the `laq-maze` crate, which `laq::studies::guidance` on the host uses too;
 //! see docs/runtime.md).
 //!
 //! From each of `MAZE_STARTS` fixed starts, prints the outcome (success, decisions,
@@ -50,7 +50,16 @@ fn episode_work() -> Option<bool> {
         &U_MAZE,
         &SETTINGS,
         start,
-        |pose, prims| choose_by_value(&model, pose, prims, &mut scratch, &mut report),
+        |pose, prims| {
+            choose_by_value(
+                &model,
+                pose,
+                prims,
+                SETTINGS.lookahead,
+                &mut scratch,
+                &mut report,
+            )
+        },
         |k, _| {
             if let Some(slot) = choices.get_mut(n) {
                 *slot = k as u8;
@@ -78,11 +87,13 @@ fn guide(per_tick: f32, overhead: u32) -> bool {
         model.is_aligned()
     );
     hprintln!(
-        "config: drive_length {} budget {} heading_tolerance {} wall_margin {}",
+        "config: drive_length {} budget {} heading_tolerance {} wall_margin {} lookahead {} goal_check {}",
         SETTINGS.drive_length,
         SETTINGS.budget,
         SETTINGS.heading_tolerance,
-        SETTINGS.wall_margin
+        SETTINGS.wall_margin,
+        SETTINGS.lookahead,
+        u8::from(SETTINGS.goal_check)
     );
     let geodesic = match MazeGeodesic::new(&U_MAZE) {
         Ok(g) => g,
@@ -94,7 +105,8 @@ fn guide(per_tick: f32, overhead: u32) -> bool {
     let mut scratch = Scratch::<MAZE_SCRATCH>::new();
     let mut report = [Candidate::default(); NUM_PRIMITIVES];
     let (mut agree, mut successes, mut spl_sum) = (true, 0usize, 0.0f32);
-    let (mut decisions, mut evaluations, mut ticks) = (0usize, 0usize, 0u32);
+    let (mut decisions, mut selections, mut evaluations, mut ticks) =
+        (0usize, 0usize, 0usize, 0u32);
     for (i, (start, expected)) in starts.iter().zip(MAZE_EXPECTED).enumerate() {
         let Some(shortest) = geodesic.to_target(start.x, start.y) else {
             fail(
@@ -103,13 +115,15 @@ fn guide(per_tick: f32, overhead: u32) -> bool {
             )
         };
         let (mut choices, mut n) = ([0u8; BUDGET], 0);
-        // Times each `select` and counts the candidates it evaluated (the available
-        // primitives; the others fail to predict).
+        // Times each decision by V and counts the primitives available as a first step
+        // (the others fail to predict).
         let choose = |pose: Pose, prims: &[Primitive<'_>]| {
             let t0 = systick::now();
-            let chosen = choose_by_value(&model, pose, prims, &mut scratch, &mut report);
+            let depth = SETTINGS.lookahead;
+            let chosen = choose_by_value(&model, pose, prims, depth, &mut scratch, &mut report);
             let dt = systick::elapsed(t0, systick::now()).saturating_sub(overhead);
             ticks = ticks.saturating_add(dt);
+            selections += 1;
             evaluations += report
                 .iter()
                 .take(prims.len())
@@ -171,12 +185,14 @@ fn guide(per_tick: f32, overhead: u32) -> bool {
         decisions
     );
     hprintln!("decisions agree with the host build: {}", agree);
-    if decisions > 0 {
+    if selections > 0 {
         hprintln!(
-            "select over {} primitives: {:.0} instructions per decision, {:.2} V evaluations per decision ({} MACs each; the other primitives were unavailable)",
+            "select_ahead over {} primitives, {} ahead: {} of the decisions (the others by the goal check), {:.0} instructions each, {:.2} first primitives available (V: {} MACs per evaluation)",
             NUM_PRIMITIVES,
-            ticks as f32 * per_tick / decisions as f32,
-            evaluations as f32 / decisions as f32,
+            SETTINGS.lookahead,
+            selections,
+            ticks as f32 * per_tick / selections as f32,
+            evaluations as f32 / selections as f32,
             MAZE_MACS
         );
     }
