@@ -23,6 +23,19 @@
 #define LAQ_MODEL_SIZE (LAQ_MODEL_WORDS * 8)
 
 /**
+ * Most controllers [`laq_select_ahead`] takes (more is [`LAQ_ERR_INVALID_ARGUMENT`]):
+ * without a heap, the C layer keeps a controller and a report entry on the stack for
+ * each of this many, 40 bytes a pair on a 32-bit target (52 on a 64-bit one).
+ */
+#define LAQ_MAX_CONTROLLERS 64
+
+/**
+ * Most controllers in a sequence that [`laq_select_ahead`] plans (its `depth`): the
+ * runtime's `MAX_LOOKAHEAD`. With 8 controllers, 8^4 = 4096 sequences.
+ */
+#define LAQ_MAX_LOOKAHEAD 4
+
+/**
  * Which function of the last layer's outputs `y` gives `V(s)`.
  */
 enum laq_head
@@ -48,7 +61,8 @@ typedef int32_t laq_head;
 #endif // __cplusplus
 
 /**
- * Why a candidate of [`laq_select_report`] can or cannot be selected.
+ * Why a candidate of [`laq_select_report`] or [`laq_select_ahead`] can or cannot be
+ * selected.
  */
 enum laq_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -297,7 +311,7 @@ typedef struct laq_gated {
 } laq_gated;
 
 /**
- * One candidate's report from [`laq_select_report`].
+ * One candidate's report from [`laq_select_report`] or [`laq_select_ahead`].
  */
 typedef struct laq_candidate {
     /**
@@ -328,6 +342,26 @@ typedef struct laq_candidate {
      */
     float score;
 } laq_candidate;
+
+/**
+ * A controller's prediction for [`laq_select_ahead`]: from `state` (`obs_len`
+ * floats), the state that controller number `controller` leads to, written to `next`
+ * (`obs_len` floats, never overlapping `state`), with the step's reward in `*reward`
+ * and whether `next` is terminal in `*terminal` (preset to 0 and false). `context` is
+ * the pointer given to `laq_select_ahead`, passed on untouched.
+ *
+ * Returns 0, or any other value when the controller is unavailable from `state` (its
+ * sequences then end there, as with a runtime controller that fails). `state` and
+ * `next` lie in the caller's state or scratch: the function must not keep them, nor
+ * touch the scratch or report buffers of the call it serves.
+ */
+typedef int32_t (*laq_predict_fn)(void *context,
+                                  size_t controller,
+                                  const float *state,
+                                  float *next,
+                                  size_t obs_len,
+                                  float *reward,
+                                  bool *terminal);
 
 #ifdef __cplusplus
 extern "C" {
@@ -553,6 +587,67 @@ int32_t laq_select_report(const struct laq_model *model,
                           struct laq_candidate *report,
                           size_t report_len,
                           size_t *best_out);
+
+/**
+ * Floats of scratch that [`laq_select_ahead`] needs for sequences of `depth`
+ * controllers: one predicted state per step before the last, then what
+ * [`laq_scratch_len`] gives (0 if `model` holds none).
+ *
+ * # Safety
+ *
+ * `model` is NULL or points to a readable [`laq_model`].
+ */
+size_t laq_lookahead_scratch_len(const struct laq_model *model, size_t depth);
+
+/**
+ * Picks the first of `count` controllers by looking `depth` steps ahead, as the
+ * runtime's `Model::select_ahead`: every sequence of `depth` controllers from `state`
+ * (each predicting from the state the previous one predicted, through `predict`)
+ * scores `r1 + gamma * (r2 + gamma * (... + gamma * V(s_depth)))`; a terminal
+ * prediction ends its sequence (its score is then the rewards so far). The first
+ * controller of the best sequence goes to `*best_out`; ties go to the lowest index.
+ * With `depth` 1 this is [`laq_select_report`] on the states the controllers predict.
+ *
+ * A step whose controller is unavailable (`predict` returns non-zero), whose
+ * prediction is NaN/infinite or that fails the density gate ends no sequence. The cost
+ * is `count^depth` evaluations of V at most.
+ *
+ * `state` holds `obs_len` floats; `count` is at most [`LAQ_MAX_CONTROLLERS`];
+ * `context` is passed to every call of `predict` (it may be NULL). `scratch` holds at
+ * least [`laq_lookahead_scratch_len`] floats for this `depth` and must not overlap
+ * `state`. `report` (`report_len >= count` entries) may be NULL; otherwise
+ * `report[i]` describes controller `i` as the first step: its status and outcome as in
+ * [`laq_select_report`], its `value` the best score of the sequences that continue
+ * from its predicted state, its `score` `reward + gamma * value`; a first step from
+ * which no sequence continues is [`laq_status::LAQ_STATUS_FAILED`].
+ *
+ * Returns 0, [`LAQ_ERR_NULL`] (`model`, `state`, `predict`, `scratch` or `best_out`
+ * NULL), [`LAQ_ERR_INVALID_ARGUMENT`] (`depth` 0 or above [`LAQ_MAX_LOOKAHEAD`],
+ * `count` above [`LAQ_MAX_CONTROLLERS`], overlapping or misaligned buffers),
+ * [`LAQ_ERR_STATE_LENGTH`], [`LAQ_ERR_NON_FINITE_STATE`], [`LAQ_ERR_BUFFER_TOO_SMALL`]
+ * (scratch or report), or [`LAQ_ERR_NO_VALID_CANDIDATE`] if no sequence scores (the
+ * report is then written all the same).
+ *
+ * # Safety
+ *
+ * `model` is NULL or points to a readable [`laq_model`]; `state` is NULL or points to
+ * `obs_len` readable floats; `predict` is NULL or a function that behaves as
+ * [`laq_predict_fn`] describes, given `context`; `scratch` is NULL or points to
+ * `scratch_len` writable floats; `report` is NULL or points to `report_len` writable
+ * entries; `best_out` is NULL or points to a writable `size_t`.
+ */
+int32_t laq_select_ahead(const struct laq_model *model,
+                         const float *state,
+                         size_t obs_len,
+                         size_t count,
+                         laq_predict_fn predict,
+                         void *context,
+                         size_t depth,
+                         float *scratch,
+                         size_t scratch_len,
+                         struct laq_candidate *report,
+                         size_t report_len,
+                         size_t *best_out);
 
 /**
  * A static, NUL-terminated description of `code` (never NULL): the runtime's message

@@ -47,11 +47,11 @@
 #[cfg(any(test, not(target_os = "none")))]
 extern crate std;
 
-use core::ffi::{c_char, CStr};
+use core::ffi::{c_char, c_void, CStr};
 use core::mem::{align_of, size_of};
 use core::ptr;
 
-use laq_runtime::{Candidate, Error, Head, Model, Outcome, Predicted, Status};
+use laq_runtime::{Candidate, Controller, Error, Head, Model, Outcome, Predicted, Status};
 
 /// A parked core is the least harmful end on a bare-metal target; the library has no
 /// panicking path of its own (see the lints above), so only a bug in a dependency could
@@ -191,7 +191,8 @@ pub enum laq_head {
     LAQ_HEAD_ONE_NORM = 1,
 }
 
-/// Why a candidate of [`laq_select_report`] can or cannot be selected.
+/// Why a candidate of [`laq_select_report`] or [`laq_select_ahead`] can or cannot be
+/// selected.
 // 32 bits, as `laq_head`.
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,7 +256,7 @@ pub struct laq_gated {
     pub in_distribution: bool,
 }
 
-/// One candidate's report from [`laq_select_report`].
+/// One candidate's report from [`laq_select_report`] or [`laq_select_ahead`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct laq_candidate {
@@ -909,12 +910,219 @@ pub unsafe extern "C" fn laq_select_report(
     })
 }
 
+/// Most controllers [`laq_select_ahead`] takes (more is [`LAQ_ERR_INVALID_ARGUMENT`]):
+/// without a heap, the C layer keeps a controller and a report entry on the stack for
+/// each of this many, 40 bytes a pair on a 32-bit target (52 on a 64-bit one).
+pub const LAQ_MAX_CONTROLLERS: usize = 64;
+
+/// Most controllers in a sequence that [`laq_select_ahead`] plans (its `depth`): the
+/// runtime's `MAX_LOOKAHEAD`. With 8 controllers, 8^4 = 4096 sequences.
+pub const LAQ_MAX_LOOKAHEAD: usize = 4;
+
+const _: () = assert!(LAQ_MAX_LOOKAHEAD == laq_runtime::MAX_LOOKAHEAD);
+
+/// A controller's prediction for [`laq_select_ahead`]: from `state` (`obs_len`
+/// floats), the state that controller number `controller` leads to, written to `next`
+/// (`obs_len` floats, never overlapping `state`), with the step's reward in `*reward`
+/// and whether `next` is terminal in `*terminal` (preset to 0 and false). `context` is
+/// the pointer given to `laq_select_ahead`, passed on untouched.
+///
+/// Returns 0, or any other value when the controller is unavailable from `state` (its
+/// sequences then end there, as with a runtime controller that fails). `state` and
+/// `next` lie in the caller's state or scratch: the function must not keep them, nor
+/// touch the scratch or report buffers of the call it serves.
+pub type laq_predict_fn = Option<
+    unsafe extern "C" fn(
+        context: *mut c_void,
+        controller: usize,
+        state: *const f32,
+        next: *mut f32,
+        obs_len: usize,
+        reward: *mut f32,
+        terminal: *mut bool,
+    ) -> i32,
+>;
+
+/// Controller `index` of a [`laq_select_ahead`] call: its C function (checked for NULL
+/// by the call) and context.
+struct Callback {
+    index: usize,
+    predict: laq_predict_fn,
+    context: *mut c_void,
+}
+
+impl Controller for Callback {
+    fn predict(&self, state: &[f32], next: &mut [f32]) -> core::result::Result<Outcome, Error> {
+        if state.len() != next.len() {
+            return Err(Error::StateLength);
+        }
+        let Some(predict) = self.predict else {
+            return Err(Error::Controller);
+        };
+        let mut reward = 0.0f32;
+        // A byte rather than a `bool`, so that a flag written as anything but 0 or 1
+        // cannot make an invalid Rust `bool`.
+        let mut terminal = 0u8;
+        // SAFETY: `state` and `next` are valid for `next.len()` floats (reading and
+        // writing) and do not overlap (the runtime's slices); `reward` and `terminal`
+        // are live locals of the sizes the C types have; `predict` and `context` are
+        // the caller's, whose contract (`laq_select_ahead`) is that the function reads
+        // and writes only those.
+        let rc = unsafe {
+            predict(
+                self.context,
+                self.index,
+                state.as_ptr(),
+                next.as_mut_ptr(),
+                next.len(),
+                &mut reward,
+                ptr::addr_of_mut!(terminal).cast::<bool>(),
+            )
+        };
+        if rc != 0 {
+            return Err(Error::Controller);
+        }
+        Ok(Outcome {
+            reward,
+            terminal: terminal != 0,
+        })
+    }
+}
+
+/// Floats of scratch that [`laq_select_ahead`] needs for sequences of `depth`
+/// controllers: one predicted state per step before the last, then what
+/// [`laq_scratch_len`] gives (0 if `model` holds none).
+///
+/// # Safety
+///
+/// `model` is NULL or points to a readable [`laq_model`].
+#[no_mangle]
+pub unsafe extern "C" fn laq_lookahead_scratch_len(model: *const laq_model, depth: usize) -> usize {
+    // SAFETY: forwarded contract.
+    unsafe { loaded(model) }.map_or(0, |m| m.lookahead_scratch_len(depth))
+}
+
+/// Picks the first of `count` controllers by looking `depth` steps ahead, as the
+/// runtime's `Model::select_ahead`: every sequence of `depth` controllers from `state`
+/// (each predicting from the state the previous one predicted, through `predict`)
+/// scores `r1 + gamma * (r2 + gamma * (... + gamma * V(s_depth)))`; a terminal
+/// prediction ends its sequence (its score is then the rewards so far). The first
+/// controller of the best sequence goes to `*best_out`; ties go to the lowest index.
+/// With `depth` 1 this is [`laq_select_report`] on the states the controllers predict.
+///
+/// A step whose controller is unavailable (`predict` returns non-zero), whose
+/// prediction is NaN/infinite or that fails the density gate ends no sequence. The cost
+/// is `count^depth` evaluations of V at most.
+///
+/// `state` holds `obs_len` floats; `count` is at most [`LAQ_MAX_CONTROLLERS`];
+/// `context` is passed to every call of `predict` (it may be NULL). `scratch` holds at
+/// least [`laq_lookahead_scratch_len`] floats for this `depth` and must not overlap
+/// `state`. `report` (`report_len >= count` entries) may be NULL; otherwise
+/// `report[i]` describes controller `i` as the first step: its status and outcome as in
+/// [`laq_select_report`], its `value` the best score of the sequences that continue
+/// from its predicted state, its `score` `reward + gamma * value`; a first step from
+/// which no sequence continues is [`laq_status::LAQ_STATUS_FAILED`].
+///
+/// Returns 0, [`LAQ_ERR_NULL`] (`model`, `state`, `predict`, `scratch` or `best_out`
+/// NULL), [`LAQ_ERR_INVALID_ARGUMENT`] (`depth` 0 or above [`LAQ_MAX_LOOKAHEAD`],
+/// `count` above [`LAQ_MAX_CONTROLLERS`], overlapping or misaligned buffers),
+/// [`LAQ_ERR_STATE_LENGTH`], [`LAQ_ERR_NON_FINITE_STATE`], [`LAQ_ERR_BUFFER_TOO_SMALL`]
+/// (scratch or report), or [`LAQ_ERR_NO_VALID_CANDIDATE`] if no sequence scores (the
+/// report is then written all the same).
+///
+/// # Safety
+///
+/// `model` is NULL or points to a readable [`laq_model`]; `state` is NULL or points to
+/// `obs_len` readable floats; `predict` is NULL or a function that behaves as
+/// [`laq_predict_fn`] describes, given `context`; `scratch` is NULL or points to
+/// `scratch_len` writable floats; `report` is NULL or points to `report_len` writable
+/// entries; `best_out` is NULL or points to a writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn laq_select_ahead(
+    model: *const laq_model,
+    state: *const f32,
+    obs_len: usize,
+    count: usize,
+    predict: laq_predict_fn,
+    context: *mut c_void,
+    depth: usize,
+    scratch: *mut f32,
+    scratch_len: usize,
+    report: *mut laq_candidate,
+    report_len: usize,
+    best_out: *mut usize,
+) -> i32 {
+    status(|| {
+        // SAFETY: forwarded contract.
+        let m = unsafe { loaded(model)? };
+        if predict.is_none() || best_out.is_null() {
+            return Err(LAQ_ERR_NULL);
+        }
+        // SAFETY: forwarded contract.
+        let state = unsafe { floats(state, obs_len)? };
+        // SAFETY: forwarded contract.
+        let scratch = unsafe { floats_mut(scratch, scratch_len, &[state])? };
+        let report = if report.is_null() {
+            None
+        } else {
+            if report_len < count {
+                return Err(LAQ_ERR_BUFFER_TOO_SMALL);
+            }
+            if !report.is_aligned() || report_len > isize::MAX as usize / size_of::<laq_candidate>()
+            {
+                return Err(LAQ_ERR_INVALID_ARGUMENT);
+            }
+            // SAFETY: non-null, aligned, within `isize::MAX` bytes, writable and
+            // referred to by nothing else during the call (contract); `count` entries
+            // are within `report_len`.
+            Some(unsafe { core::slice::from_raw_parts_mut(report, count) })
+        };
+        let controllers: [Callback; LAQ_MAX_CONTROLLERS] = core::array::from_fn(|index| Callback {
+            index,
+            predict,
+            context,
+        });
+        let controllers = controllers.get(..count).ok_or(LAQ_ERR_INVALID_ARGUMENT)?;
+        let mut candidates = [Candidate::default(); LAQ_MAX_CONTROLLERS];
+        let candidates = candidates
+            .get_mut(..count)
+            .ok_or(LAQ_ERR_INVALID_ARGUMENT)?;
+        let result = m.select_ahead(state, controllers, depth, scratch, candidates);
+        // The report of a search that ran, lost or won; other errors leave it alone.
+        if matches!(result, Ok(_) | Err(Error::NoValidCandidate)) {
+            for (slot, c) in report.into_iter().flatten().zip(candidates.iter()) {
+                *slot = reported(c);
+            }
+        }
+        let best = result.map_err(code)?;
+        // SAFETY: forwarded contract.
+        unsafe { put(best_out, best) }
+    })
+}
+
+/// The C report of a runtime candidate.
+fn reported(c: &Candidate) -> laq_candidate {
+    laq_candidate {
+        status: match c.status {
+            Status::Valid => laq_status::LAQ_STATUS_VALID,
+            Status::NonFinite => laq_status::LAQ_STATUS_NON_FINITE,
+            Status::OutOfDistribution => laq_status::LAQ_STATUS_OUT_OF_DISTRIBUTION,
+            Status::Failed => laq_status::LAQ_STATUS_FAILED,
+        },
+        reward: c.outcome.reward,
+        terminal: c.outcome.terminal,
+        value: c.value,
+        log_density: c.log_density.unwrap_or(f32::NAN),
+        score: c.score,
+    }
+}
+
 /// Scores one candidate with the runtime's own selection (so the rules are the
 /// runtime's): a one-row table whose predicted state also serves as the current state,
 /// which a table of predictions never reads; `Model::select` only checks that it is a
 /// finite state of the right length, which a scorable candidate is anyway.
 fn score(m: &Model<'_>, next: &[f32], outcome: Outcome, scratch: &mut [f32]) -> laq_candidate {
-    let mut c = laq_candidate {
+    let c = laq_candidate {
         status: laq_status::LAQ_STATUS_NON_FINITE,
         reward: outcome.reward,
         terminal: outcome.terminal,
@@ -930,16 +1138,12 @@ fn score(m: &Model<'_>, next: &[f32], outcome: Outcome, scratch: &mut [f32]) -> 
     // Any error leaves the report as the runtime filled it (an invalid candidate).
     let _ = m.select(next, &row, scratch, &mut one);
     let [r] = one;
-    c.status = match r.status {
-        Status::Valid => laq_status::LAQ_STATUS_VALID,
-        Status::NonFinite => laq_status::LAQ_STATUS_NON_FINITE,
-        Status::OutOfDistribution => laq_status::LAQ_STATUS_OUT_OF_DISTRIBUTION,
-        Status::Failed => laq_status::LAQ_STATUS_FAILED,
-    };
-    c.value = r.value;
-    c.log_density = r.log_density.unwrap_or(f32::NAN);
-    c.score = r.score;
-    c
+    // The reward and flag as given, also for a candidate the runtime did not score.
+    laq_candidate {
+        reward: outcome.reward,
+        terminal: outcome.terminal,
+        ..reported(&r)
+    }
 }
 
 /// A static, NUL-terminated description of `code` (never NULL): the runtime's message

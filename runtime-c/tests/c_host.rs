@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use laq_runtime::{Candidate, Model, Outcome, Predicted};
+use laq_runtime::{Candidate, Controller, Error, Model, Outcome, Predicted};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -69,6 +69,25 @@ fn build_host_program() -> PathBuf {
         .arg("-o")
         .arg(&exe));
     exe
+}
+
+/// A move of host.c's lookahead: unavailable off the 6x6 grid; entering the goal (5, 5)
+/// pays 1 and ends the episode.
+struct GridMove(f32, f32);
+
+impl Controller for GridMove {
+    fn predict(&self, state: &[f32], next: &mut [f32]) -> Result<Outcome, Error> {
+        let (r, c) = (state[0] + self.0, state[1] + self.1);
+        if !(0.0..=5.0).contains(&r) || !(0.0..=5.0).contains(&c) {
+            return Err(Error::Controller);
+        }
+        next.copy_from_slice(&[r, c]);
+        let terminal = r == 5.0 && c == 5.0;
+        Ok(Outcome {
+            reward: if terminal { 1.0 } else { 0.0 },
+            terminal,
+        })
+    }
 }
 
 fn bits(v: f32) -> String {
@@ -172,6 +191,38 @@ fn c_program_matches_the_rust_runtime() {
         format!("{status}:{}:{}", bits(c.value), bits(c.score))
     }));
     assert_eq!(*find("select-report")[0], expected);
+
+    // Lookahead with a C callback: every pick and report.
+    let moves: Vec<GridMove> = [
+        (-1., 0.),
+        (1., 0.),
+        (0., -1.),
+        (0., 1.),
+        (-1., -1.),
+        (-1., 1.),
+        (1., -1.),
+        (1., 1.),
+    ]
+    .iter()
+    .map(|&(r, c)| GridMove(r, c))
+    .collect();
+    let ahead = find("select-ahead");
+    assert_eq!(ahead.len(), 9, "{out}");
+    for l in ahead {
+        let start = [l[1].parse::<f32>().unwrap(), l[2].parse().unwrap()];
+        let depth: usize = l[3].parse().unwrap();
+        let mut scratch = vec![0.0f32; model.lookahead_scratch_len(depth)];
+        let best = model
+            .select_ahead(&start, &moves, depth, &mut scratch, &mut report)
+            .unwrap();
+        let mut expected: Vec<String> = l[..4].iter().map(|s| s.to_string()).collect();
+        expected.push(best.to_string());
+        expected.extend(report.iter().map(|c| {
+            let status = c.status as i32;
+            format!("{status}:{}:{}", bits(c.value), bits(c.score))
+        }));
+        assert_eq!(**l, expected);
+    }
 
     // Refused files name the runtime's error, and the messages are the runtime's.
     for l in find("refused") {

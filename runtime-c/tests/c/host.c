@@ -72,6 +72,103 @@ static void refused(const char *name, const uint8_t *bytes, size_t len) {
               laq_scratch_len(&m) == 0);
 }
 
+/* The 8 moves of the grid world as (d_row, d_col). */
+static const int moves[8][2] = {{-1, 0}, {1, 0}, {0, -1}, {0, 1}, {-1, -1}, {-1, 1}, {1, -1}, {1, 1}};
+
+/* What the lookahead's callback is given: it counts its calls. */
+typedef struct {
+    int calls;
+} grid_context;
+
+/* The moves as controllers for laq_select_ahead: a move off the 6x6 grid is unavailable
+ * (rather than clamped, as in the table below); entering the goal (5, 5) pays 1 and
+ * ends the episode. */
+static int32_t grid_move(void *context, size_t controller, const float *state, float *next,
+                         size_t obs_len, float *reward, bool *terminal) {
+    grid_context *g = context;
+    g->calls++;
+    if (controller >= 8 || obs_len != 2) {
+        return 1;
+    }
+    float r = state[0] + (float)moves[controller][0];
+    float c = state[1] + (float)moves[controller][1];
+    if (r < 0.0f || r > 5.0f || c < 0.0f || c > 5.0f) {
+        return 1;
+    }
+    next[0] = r;
+    next[1] = c;
+    *terminal = r == 5.0f && c == 5.0f;
+    *reward = *terminal ? 1.0f : 0.0f;
+    return 0;
+}
+
+/* Lookahead from a few cells, 1 to 3 moves deep (the Rust side recomputes every line),
+ * and its errors. */
+static void lookahead(const laq_model *model) {
+    size_t n = laq_lookahead_scratch_len(model, 3);
+    check("lookahead-scratch-len", n == laq_scratch_len(model) + 2 * 2 &&
+                                       laq_lookahead_scratch_len(model, 1) ==
+                                           laq_scratch_len(model) &&
+                                       laq_lookahead_scratch_len(NULL, 3) == 0);
+    float *scratch = malloc(n * sizeof(float));
+    grid_context g = {0};
+    laq_candidate report[8];
+    size_t best;
+    const float starts[3][2] = {{0.0f, 0.0f}, {2.0f, 2.0f}, {3.0f, 4.0f}};
+    for (int i = 0; i < 3; i++) {
+        for (size_t depth = 1; depth <= 3; depth++) {
+            int32_t rc = laq_select_ahead(model, starts[i], 2, 8, grid_move, &g, depth, scratch,
+                                          n, report, 8, &best);
+            check("select-ahead", rc == LAQ_OK && best < 8);
+            printf("select-ahead %d %d %zu %zu", (int)starts[i][0], (int)starts[i][1], depth,
+                   best);
+            for (int k = 0; k < 8; k++) {
+                printf(" %d:%08x:%08x", (int)report[k].status, bits(report[k].value),
+                       bits(report[k].score));
+            }
+            printf("\n");
+        }
+    }
+    check("select-ahead-calls", g.calls > 0);
+
+    /* One move ahead from an inner cell is the table selection of the 8 moved cells. */
+    float cand[8][2];
+    for (int k = 0; k < 8; k++) {
+        cand[k][0] = 2.0f + (float)moves[k][0];
+        cand[k][1] = 2.0f + (float)moves[k][1];
+    }
+    laq_candidate table[8];
+    size_t table_best;
+    int32_t rc = laq_select_report(model, &cand[0][0], 8, 2, NULL, NULL, scratch, n, table, 8,
+                                   &table_best);
+    rc |= laq_select_ahead(model, starts[1], 2, 8, grid_move, &g, 1, scratch, n, report, 8, &best);
+    int same = rc == LAQ_OK && best == table_best;
+    for (int k = 0; k < 8; k++) {
+        same = same && bits(report[k].score) == bits(table[k].score);
+    }
+    check("select-ahead-depth-1-is-select", same);
+
+    check("select-ahead-null-predict",
+          laq_select_ahead(model, starts[0], 2, 8, NULL, &g, 2, scratch, n, NULL, 0, &best) ==
+              LAQ_ERR_NULL);
+    check("select-ahead-depth-0",
+          laq_select_ahead(model, starts[0], 2, 8, grid_move, &g, 0, scratch, n, NULL, 0,
+                           &best) == LAQ_ERR_INVALID_ARGUMENT);
+    check("select-ahead-depth-max",
+          laq_select_ahead(model, starts[0], 2, 8, grid_move, &g, LAQ_MAX_LOOKAHEAD + 1, scratch,
+                           n, NULL, 0, &best) == LAQ_ERR_INVALID_ARGUMENT);
+    check("select-ahead-too-many",
+          laq_select_ahead(model, starts[0], 2, LAQ_MAX_CONTROLLERS + 1, grid_move, &g, 1,
+                           scratch, n, NULL, 0, &best) == LAQ_ERR_INVALID_ARGUMENT);
+    check("select-ahead-scratch-short",
+          laq_select_ahead(model, starts[0], 2, 8, grid_move, &g, 3, scratch, n - 1, NULL, 0,
+                           &best) == LAQ_ERR_BUFFER_TOO_SMALL);
+    check("select-ahead-obs-len",
+          laq_select_ahead(model, starts[0], 1, 8, grid_move, &g, 2, scratch, n, NULL, 0,
+                           &best) == LAQ_ERR_STATE_LENGTH);
+    free(scratch);
+}
+
 static void grid(const char *path) {
     size_t len;
     uint8_t *bytes = read_file(path, &len);
@@ -121,7 +218,6 @@ static void grid(const char *path) {
     /* Selection among the 8 moves from (0, 0), clamped to the grid; the move onto the
      * goal would be terminal with reward 1, but from the start none reaches it. */
     float cand[8][2];
-    const int moves[8][2] = {{-1, 0}, {1, 0}, {0, -1}, {0, 1}, {-1, -1}, {-1, 1}, {1, -1}, {1, 1}};
     for (int k = 0; k < 8; k++) {
         int r = moves[k][0] < 0 ? 0 : moves[k][0];
         int c = moves[k][1] < 0 ? 0 : moves[k][1];
@@ -149,6 +245,8 @@ static void grid(const char *path) {
     rc = laq_select_report(&model, &cand[0][0], 8, 2, NULL, NULL, scratch, n, report, 8, &best);
     check("select-skips-non-finite",
           rc == LAQ_OK && report[2].status == LAQ_STATUS_NON_FINITE && best != 2);
+
+    lookahead(&model);
 
     /* The caller's mistakes. */
     float tiny[2];
