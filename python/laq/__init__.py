@@ -15,14 +15,16 @@ Messages of the trainer go to the :mod:`logging` loggers under ``laq``.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _laq
 
-__all__ = ["load", "train", "Model", "from_episodes", "__version__"]
+__all__ = ["load", "train", "Model", "from_episodes", "MAX_LOOKAHEAD", "__version__"]
 __version__: str = _laq.__version__
+#: Most controllers in a sequence that :meth:`Model.select_ahead` plans (its ``depth``).
+MAX_LOOKAHEAD: int = _laq.MAX_LOOKAHEAD
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -260,6 +262,63 @@ class Model:
         if terminals is not None:
             t = np.asarray(terminals).reshape(-1).astype(bool).tolist()
         return int(self._m.select(c, r, t))
+
+    def select_ahead(
+        self,
+        state: Any,
+        predict: Callable[[int, np.ndarray], Any],
+        count: int,
+        depth: int = 2,
+    ) -> int:
+        """Index of the controller to run now: the first of the best sequence of
+        ``depth`` controllers (of ``count``) from ``state``, each predicting from the
+        state the previous one predicted. A sequence scores
+        ``r1 + gamma * (r2 + gamma * (... + gamma * V(s_depth)))``; a terminal
+        prediction ends it (its score is then the rewards so far). With ``depth=1`` this
+        is :meth:`select` on the states the controllers predict from ``state``.
+
+        ``predict(i, s)`` gets the controller's index and a state (a float32 array of
+        shape ``obs_shape``) and returns controller ``i``'s next state (array-like,
+        ``obs_shape`` or flat), or ``(next, reward)``, or ``(next, reward, terminal)``,
+        or ``None`` when controller ``i`` is unavailable from ``s`` (the sequence ends
+        there). It is called up to ``count ** depth`` times (``depth`` is 1 to
+        :data:`MAX_LOOKAHEAD`). Predictions that are NaN/infinite or outside the
+        model's density gate end no sequence; ties go to the lowest index.
+
+        An exception of ``predict`` stops the search and is raised as it is. Raises
+        ``ValueError`` for a bad ``depth``, ``count`` or ``state``, for a prediction of
+        the wrong length (naming the controller), and if no sequence scores;
+        ``TypeError`` for a ``count`` or ``depth`` that is not an integer or a
+        ``predict`` that is not callable.
+        """
+        for name, value in (("count", count), ("depth", depth)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name} must be an integer, got {value!r}")
+        if not 1 <= depth <= MAX_LOOKAHEAD:
+            raise ValueError(
+                f"depth {depth}: look 1 to {MAX_LOOKAHEAD} controllers ahead"
+            )
+        if count < 1:
+            raise ValueError(f"count {count}: give at least one controller")
+        if not callable(predict):
+            raise TypeError(f"predict must be callable, got {type(predict).__name__}")
+        shape = self.obs_shape
+
+        def step(i: int, s: np.ndarray) -> Optional[tuple]:
+            out = predict(i, s.reshape(shape))
+            if out is None:
+                return None
+            reward, terminal = 0.0, False
+            # A tuple that starts with an array is (next, reward[, terminal]); one of
+            # numbers is a state.
+            if isinstance(out, tuple) and len(out) in (2, 3) and np.ndim(out[0]) >= 1:
+                out, reward, *rest = out
+                terminal = bool(rest[0]) if rest else False
+            nxt = _f32(out, f"controller {i}'s prediction").reshape(-1)
+            return nxt, float(reward), terminal
+
+        s = _f32(state, "state")
+        return int(self._m.select_ahead(s, step, int(count), int(depth)))
 
     def __repr__(self) -> str:
         return f"laq.Model({self.path!r}, obs_shape={self.obs_shape})"

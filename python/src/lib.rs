@@ -12,11 +12,15 @@ use laq::data::read::{ReadOptions, RewardSource};
 use laq::data::{Actions, DType, Dataset, Observations, RawArray};
 use laq::run::config::TrainConfig;
 use laq::run::launch::{launch, Start};
-use laq_runtime::{Candidate, Outcome, OwnedModel, Predicted};
-use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use laq_runtime::{Candidate, Controller, Outcome, OwnedModel, Predicted, MAX_LOOKAHEAD};
+use numpy::{
+    PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn,
+    PyUntypedArrayMethods,
+};
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -283,6 +287,67 @@ fn train(
     Ok(out.join(VALUE_FILE))
 }
 
+/// Controller `index` of `Model.select_ahead`: the wrapper's `step(index, state)`, which
+/// returns `None` (unavailable from `state`) or `(next, reward, terminal)` with `next` a
+/// float32 array. The first exception stops the search: it is kept in `error`, to be
+/// raised once the runtime returns, and every later prediction fails without a call.
+struct PyController<'a, 'py> {
+    index: usize,
+    step: &'a Bound<'py, PyAny>,
+    error: &'a RefCell<Option<PyErr>>,
+}
+
+impl PyController<'_, '_> {
+    fn call(&self, state: &[f32], next: &mut [f32]) -> PyResult<Option<Outcome>> {
+        let state = PyArray1::from_slice(self.step.py(), state);
+        let out = self.step.call1((self.index, state))?;
+        if out.is_none() {
+            return Ok(None);
+        }
+        let (predicted, reward, terminal): (PyReadonlyArray1<'_, f32>, f32, bool) =
+            out.extract()?;
+        let predicted = predicted.as_array();
+        if predicted.len() != next.len() {
+            return Err(PyValueError::new_err(format!(
+                "controller {} predicted a state of {} values; the model's states have {}",
+                self.index,
+                predicted.len(),
+                next.len()
+            )));
+        }
+        for (n, p) in next.iter_mut().zip(predicted.iter()) {
+            *n = *p;
+        }
+        Ok(Some(Outcome { reward, terminal }))
+    }
+}
+
+impl Controller for PyController<'_, '_> {
+    fn predict(&self, state: &[f32], next: &mut [f32]) -> Result<Outcome, laq_runtime::Error> {
+        if self.error.borrow().is_some() {
+            return Err(laq_runtime::Error::Controller);
+        }
+        match self.call(state, next) {
+            Ok(Some(outcome)) => Ok(outcome),
+            Ok(None) => Err(laq_runtime::Error::Controller),
+            Err(e) => {
+                *self.error.borrow_mut() = Some(e);
+                Err(laq_runtime::Error::Controller)
+            }
+        }
+    }
+}
+
+/// Why selection found nothing (or failed), with each candidate's status.
+fn selection_error(e: laq_runtime::Error, report: &[Candidate]) -> String {
+    let why: Vec<String> = report
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{i}: {:?}", c.status))
+        .collect();
+    format!("{e} ({})", why.join(", "))
+}
+
 /// A value model exported by laq (`value.safetensors`), evaluated by the runtime crate,
 /// the code that ships to robots.
 #[pyclass(module = "laq._laq", frozen)]
@@ -465,16 +530,57 @@ impl Model {
             let mut report = vec![Candidate::default(); m];
             model
                 .select(&state, &table, &mut scratch, &mut report)
-                .map_err(|e| {
-                    let why: Vec<String> = report
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| format!("{i}: {:?}", c.status))
-                        .collect();
-                    format!("{e} ({})", why.join(", "))
-                })
+                .map_err(|e| selection_error(e, &report))
         });
         result.map_err(PyValueError::new_err)
+    }
+
+    /// Index of the first of `count` controllers in the best sequence of `depth` of them
+    /// from `state`, by `r1 + gamma * (r2 + ... + gamma * V(s_depth))`: `step(i, s)` (the
+    /// wrapper's) predicts controller `i` from `s`. The GIL is held throughout (the
+    /// controllers are Python); the first exception of `step` is raised as it is.
+    fn select_ahead(
+        &self,
+        state: PyReadonlyArrayDyn<'_, f32>,
+        step: &Bound<'_, PyAny>,
+        count: usize,
+        depth: usize,
+    ) -> PyResult<usize> {
+        if depth == 0 || depth > MAX_LOOKAHEAD {
+            return Err(PyValueError::new_err(format!(
+                "depth {depth}: look 1 to {MAX_LOOKAHEAD} controllers ahead"
+            )));
+        }
+        if count == 0 {
+            return Err(PyValueError::new_err("no controllers"));
+        }
+        let (state, _, single) = self.rows(&state, "state")?;
+        if !single {
+            return Err(PyValueError::new_err(format!(
+                "state: give one observation of shape {:?}, not a batch",
+                self.obs_shape()
+            )));
+        }
+        let error = RefCell::new(None);
+        let controllers: Vec<PyController<'_, '_>> = (0..count)
+            .map(|index| PyController {
+                index,
+                step,
+                error: &error,
+            })
+            .collect();
+        let model = self.owned.model();
+        // Room for the last step's candidates to go through the network together.
+        let batch_room = model
+            .batch_scratch_len()
+            .saturating_sub(model.scratch_len());
+        let mut scratch = vec![0f32; model.lookahead_scratch_len(depth) + batch_room];
+        let mut report = vec![Candidate::default(); count];
+        let result = model.select_ahead(&state, &controllers, depth, &mut scratch, &mut report);
+        if let Some(e) = error.take() {
+            return Err(e);
+        }
+        result.map_err(|e| PyValueError::new_err(selection_error(e, &report)))
     }
 
     fn __repr__(&self) -> String {
@@ -498,5 +604,6 @@ fn _laq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train, m)?)?;
     m.add_class::<Model>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_LOOKAHEAD", MAX_LOOKAHEAD)?;
     Ok(())
 }

@@ -312,3 +312,163 @@ def test_training_releases_the_gil(tmp_path, data):
     assert done, "training failed"
     # With the GIL held for the whole run this loop could not have turned.
     assert ticks > 20, ticks
+
+
+def corridor_controllers(x_goal=LENGTH - 1):
+    """Moves on the corridor as `select_ahead` controllers: left (unavailable at the
+    left end), right, two right (unavailable past the end), and stay with a small
+    reward; entering the right end pays 1 and is terminal, and so is staying in cell 3
+    (a trap that pays 0.5, less than what follows elsewhere)."""
+    moves = [-1, 1, 2, 0]
+
+    def predict(i, s):
+        assert s.dtype == np.float32 and s.shape == (2,)
+        x = float(s[0]) + moves[i]
+        if x < 0 or x > x_goal:
+            return None
+        nxt = np.array([x, 1.0], dtype=np.float32)
+        if x == x_goal:
+            return nxt, 1.0, True
+        if moves[i] == 0 and x == 3:
+            return nxt, 0.5, True
+        if moves[i] == 0:
+            return nxt, 0.01
+        return nxt
+
+    return predict, len(moves)
+
+
+def brute_force(model, state, predict, count, depth):
+    """The first controller of the best sequence by enumerating every one, with the
+    documented score `r + gamma * best(rest)` (`r` alone when terminal, V at the end),
+    in float32 as the runtime computes it."""
+    gamma = np.float32(model.gamma)
+
+    def normalized(out):
+        if isinstance(out, tuple):
+            nxt, reward, *rest = out
+            terminal = bool(rest and rest[0])
+            return np.asarray(nxt, np.float32), np.float32(reward), terminal
+        return np.asarray(out, np.float32), np.float32(0.0), False
+
+    def first(s, i, depth):
+        out = predict(i, np.asarray(s, np.float32))
+        if out is None:
+            return None
+        nxt, reward, terminal = normalized(out)
+        if terminal:
+            return reward
+        rest = model.values(nxt)[()] if depth == 1 else best(nxt, depth - 1)
+        if rest is None:
+            return None
+        return np.float32(reward + gamma * np.float32(rest))
+
+    def best(s, depth):
+        scores = [first(s, i, depth) for i in range(count)]
+        valid = [v for v in scores if v is not None]
+        return max(valid) if valid else None
+
+    scores = [first(state, i, depth) for i in range(count)]
+    top = max(v for v in scores if v is not None)
+    return scores.index(top)
+
+
+def test_select_ahead_is_the_best_sequence(run):
+    _, model = run
+    predict, count = corridor_controllers()
+    for x in range(LENGTH - 1):
+        s = np.array([x, 1.0], dtype=np.float32)
+        for depth in (1, 2, 3):
+            expected = brute_force(model, s, predict, count, depth)
+            got = model.select_ahead(s, predict, count, depth=depth)
+            assert got == expected, (x, depth)
+    # The default depth is 2; a state may be any real array-like.
+    assert model.select_ahead([3, 1], predict, count) == brute_force(
+        model, np.array([3, 1], np.float32), predict, count, 2
+    )
+
+
+def test_select_ahead_depth_1_is_select(run):
+    _, model = run
+    moves = [[1.0, 0.0], [-1.0, 0.0], [2.0, 0.0], [0.0, 0.0]]
+    # Were the third terminal, it would win by its reward and V after it.
+    rewards = [0.0, 0.3, 0.5, 0.05]
+    terminals = [False, False, True, False]
+
+    def predict(i, s):
+        return s + np.array(moves[i], np.float32), rewards[i], terminals[i]
+
+    for x in range(1, LENGTH - 2):
+        s = np.array([x, 1.0], dtype=np.float32)
+        table = np.array([s + np.array(m, np.float32) for m in moves])
+        assert model.select_ahead(s, predict, len(moves), depth=1) == model.select(
+            table, rewards=rewards, terminals=terminals
+        )
+
+
+def test_select_ahead_none_is_unavailable(run):
+    _, model = run
+    calls = []
+
+    def predict(i, s):
+        calls.append(i)
+        # Controller 0 would win by far, but is never available.
+        if i == 0:
+            return None
+        return s + np.array([i, 0], np.float32), 0.0
+
+    for depth in (1, 2, 3):
+        assert model.select_ahead([1.0, 1.0], predict, 3, depth=depth) != 0
+    assert 0 in calls
+    with pytest.raises(ValueError, match="no valid"):
+        model.select_ahead([1.0, 1.0], lambda i, s: None, 3)
+    # Available from the start, but from nowhere after it: no sequence of two.
+    once = lambda i, s: s + [1, 0] if s[0] < 2 else None  # noqa: E731
+    assert model.select_ahead([1.0, 1.0], once, 2, depth=1) == 0
+    with pytest.raises(ValueError, match="no valid"):
+        model.select_ahead([1.0, 1.0], once, 2, depth=2)
+
+
+def test_select_ahead_raises_what_predict_raises(run):
+    _, model = run
+
+    class Broken(Exception):
+        pass
+
+    calls = []
+
+    def predict(i, s):
+        calls.append(i)
+        if len(calls) == 3:
+            raise Broken("controller failed")
+        return s
+
+    with pytest.raises(Broken, match="controller failed"):
+        model.select_ahead([1.0, 1.0], predict, 4, depth=3)
+    # The search stopped at the exception.
+    assert len(calls) == 3
+    with pytest.raises(ZeroDivisionError):
+        model.select_ahead([1.0, 1.0], lambda i, s: 1 / 0, 2)
+
+
+def test_select_ahead_errors(run):
+    _, model = run
+    same = lambda i, s: s  # noqa: E731
+    for depth in (0, laq.MAX_LOOKAHEAD + 1, -1):
+        with pytest.raises(ValueError, match="depth"):
+            model.select_ahead([1.0, 1.0], same, 2, depth=depth)
+    with pytest.raises(TypeError, match="depth"):
+        model.select_ahead([1.0, 1.0], same, 2, depth=2.0)
+    with pytest.raises(ValueError, match="count"):
+        model.select_ahead([1.0, 1.0], same, 0)
+    with pytest.raises(TypeError, match="callable"):
+        model.select_ahead([1.0, 1.0], None, 2)
+    wrong = r"controller 1 predicted a state of 3 values.* 2"
+    with pytest.raises(ValueError, match=wrong):
+        model.select_ahead([1.0, 1.0], lambda i, s: [0.0] * (2 + i), 2)
+    with pytest.raises(ValueError, match=r"shape \[3\]"):
+        model.select_ahead([1.0, 1.0, 1.0], same, 2)
+    with pytest.raises(ValueError, match="NaN"):
+        model.select_ahead([np.nan, 1.0], same, 2)
+    assert laq.MAX_LOOKAHEAD == 4
+    assert model.select_ahead([1.0, 1.0], same, 2, depth=laq.MAX_LOOKAHEAD) == 0
