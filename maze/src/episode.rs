@@ -230,7 +230,7 @@ pub fn fixed_starts<const N: usize>(layout: &Layout<'_>, seed: u64) -> Option<[P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Geodesic, MEDIUM_MAZE, U_MAZE};
+    use crate::{Geodesic, LARGE_MAZE, MEDIUM_MAZE, U_MAZE};
 
     #[test]
     fn no_choice_ends_the_episode_stuck() {
@@ -295,6 +295,19 @@ mod tests {
         let g = Geodesic::<32>::new(&U_MAZE).unwrap();
         assert!(starts.iter().all(|p| g.to_target(p.x, p.y).is_some()));
         assert!(fixed_starts::<20>(&MEDIUM_MAZE, 7).is_some());
+        // The large maze: every open cell's centre reaches the target within the 256
+        // nodes the trainer's guidance gives the graph.
+        let g = Geodesic::<256>::new(&LARGE_MAZE).unwrap();
+        let mut farthest = 0.0f32;
+        for r in 0..LARGE_MAZE.rows() {
+            for c in 0..LARGE_MAZE.cols() {
+                if !LARGE_MAZE.is_wall(r, c) {
+                    let d = g.to_target(r as f32 + 0.5, c as f32 + 0.5).unwrap();
+                    farthest = farthest.max(d);
+                }
+            }
+        }
+        assert!((12.0..14.0).contains(&farthest), "{farthest}");
         let closed = Layout::parse(b"###\n#G#\n###").unwrap();
         assert_eq!(fixed_starts::<1>(&closed, 0), None);
     }

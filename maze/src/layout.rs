@@ -46,6 +46,20 @@ pub const U_MAZE: Layout<'static> = built_in(b"#####\n#GOO#\n###O#\n#OOO#\n#####
 pub const MEDIUM_MAZE: Layout<'static> =
     built_in(b"########\n#OO##OO#\n#OO#OOO#\n##OOO###\n#OO#OOO#\n#O#OO#O#\n#OOO#OG#\n########");
 
+/// D4RL's large maze (9 x 12), target cell (7, 9): corridors of up to 9 cells, dead
+/// ends and loops; the farthest open cell's centre is 12.7 units from the target disc
+/// by the body's shortest path.
+///
+/// ```
+/// use laq_maze::LARGE_MAZE;
+///
+/// assert_eq!((LARGE_MAZE.rows(), LARGE_MAZE.cols()), (9, 12));
+/// assert_eq!(LARGE_MAZE.target(), (7, 9));
+/// ```
+pub const LARGE_MAZE: Layout<'static> = built_in(
+    b"############\n#OOOO#OOOOO#\n#O##O#O#O#O#\n#OOOOOO#OOO#\n#O####O###O#\n#OO#O#OOOOO#\n##O#O#O#O###\n#OO#OOO#OGO#\n############",
+);
+
 /// A built-in layout, parsed at compile time; a layout that does not parse fails the
 /// build (the `panic!` runs in const evaluation only).
 #[allow(clippy::panic)]
@@ -97,7 +111,7 @@ impl core::error::Error for LayoutError {}
 /// counts as wall.
 ///
 /// The bytes are borrowed, so a layout can live in flash as a `const` ([`U_MAZE`],
-/// [`MEDIUM_MAZE`]) and costs nothing to copy.
+/// [`MEDIUM_MAZE`], [`LARGE_MAZE`]) and costs nothing to copy.
 ///
 /// ```
 /// use laq_maze::Layout;

@@ -4,7 +4,7 @@
 //! `laq::studies::guidance`) and for firmware (`firmware-examples`, `maze_guide`).
 //!
 //! - [`Layout`]: the maze as a grid of cells given by borrowed bytes (D4RL's text, e.g.
-//!   the built-in [`U_MAZE`] and [`MEDIUM_MAZE`] consts), its walls
+//!   the built-in [`U_MAZE`], [`MEDIUM_MAZE`] and [`LARGE_MAZE`] consts), its walls
 //!   ([`Layout::blocked`] for a body of half-width [`RADIUS`]), the target disc
 //!   ([`TARGET_RADIUS`]) and wall-clear segments ([`Layout::segment_clear`]).
 //! - [`Pose`], [`step`], [`wrap`]: the differential-drive robot; [`DT`] and
@@ -67,7 +67,9 @@ mod robot;
 
 pub use episode::{choose_by_value, fixed_starts, reaching_target, run_episode, Episode};
 pub use geodesic::{spl, Geodesic, TARGET_SAMPLES};
-pub use layout::{distance, Layout, LayoutError, MEDIUM_MAZE, RADIUS, TARGET_RADIUS, U_MAZE};
+pub use layout::{
+    distance, Layout, LayoutError, LARGE_MAZE, MEDIUM_MAZE, RADIUS, TARGET_RADIUS, U_MAZE,
+};
 pub use primitives::{
     execute, Executed, Primitive, Settings, DIRECTIONS, HEADINGS, LOOKAHEAD, MAX_TURN_ACTIONS,
     NUM_PRIMITIVES, STEP_LENGTH, TURN_PER_ACTION,

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub enum GenEnv {
     /// A Maze2D-like point mass wandering between random goal cells (D4RL style).
     Maze2d {
-        /// `umaze` or `medium`.
+        /// `umaze`, `medium` or `large` (D4RL's layouts).
         #[arg(long, default_value = "umaze")]
         layout: String,
         #[arg(long, default_value_t = 100000)]

@@ -8,7 +8,7 @@
 
 use crate::data::{Actions, Dataset};
 use anyhow::{bail, Result};
-pub use laq_maze::{Layout, DT, FRAME_SKIP, MEDIUM_MAZE, RADIUS, TARGET_RADIUS, U_MAZE};
+pub use laq_maze::{Layout, DT, FRAME_SKIP, LARGE_MAZE, MEDIUM_MAZE, RADIUS, TARGET_RADIUS, U_MAZE};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -52,7 +52,8 @@ impl Maze {
         match name {
             "umaze" => Ok(Self::from_layout(U_MAZE)),
             "medium" => Ok(Self::from_layout(MEDIUM_MAZE)),
-            other => bail!("unknown maze layout `{other}` (use umaze or medium)"),
+            "large" => Ok(Self::from_layout(LARGE_MAZE)),
+            other => bail!("unknown maze layout `{other}` (use umaze, medium or large)"),
         }
     }
 
@@ -268,7 +269,9 @@ mod tests {
         assert_eq!((m.rows, m.cols, m.target), (5, 5, (1, 1)));
         assert_eq!(m.open_cells().len(), 7);
         assert!(Maze::named("medium").unwrap().open_cells().len() > 20);
-        assert!(Maze::named("large").is_err());
+        let large = Maze::named("large").unwrap();
+        assert_eq!((large.open_cells().len(), large.target), (46, (7, 9)));
+        assert!(Maze::named("huge").is_err());
         // Pushing into the wall above (1, 1) for a long time never crosses it.
         let mut s = [1.5, 1.5, 0.0, 0.0];
         for _ in 0..200 {
