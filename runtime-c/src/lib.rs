@@ -397,6 +397,35 @@ unsafe fn floats_mut<'a>(p: *mut f32, len: usize, others: &[&[f32]]) -> Result<&
     Ok(unsafe { core::slice::from_raw_parts_mut(p, len) })
 }
 
+/// The first `count` of the `report_len` entries at `report`, for writing; `None` if
+/// `report` is NULL.
+///
+/// # Safety
+///
+/// `report` is NULL or points to `report_len` writable entries that nothing else refers
+/// to during the call.
+unsafe fn report_entries<'a>(
+    report: *mut laq_candidate,
+    report_len: usize,
+    count: usize,
+) -> Result<Option<&'a mut [laq_candidate]>> {
+    if report.is_null() {
+        return Ok(None);
+    }
+    if report_len < count {
+        return Err(LAQ_ERR_BUFFER_TOO_SMALL);
+    }
+    if !report.is_aligned() || report_len > isize::MAX as usize / size_of::<laq_candidate>() {
+        return Err(LAQ_ERR_INVALID_ARGUMENT);
+    }
+    // SAFETY: non-null, aligned, within `isize::MAX` bytes, writable and referred to by
+    // nothing else during the call (contract); the `count` entries are within
+    // `report_len`.
+    Ok(Some(unsafe {
+        core::slice::from_raw_parts_mut(report, count)
+    }))
+}
+
 /// Writes `value` through `out`.
 ///
 /// # Safety
@@ -865,20 +894,8 @@ pub unsafe extern "C" fn laq_select_report(
         let others: [&[f32]; 2] = [table, rewards.unwrap_or(&[])];
         // SAFETY: forwarded contract.
         let scratch = unsafe { floats_mut(scratch, scratch_len, &others)? };
-        let report = if report.is_null() {
-            None
-        } else {
-            if report_len < count {
-                return Err(LAQ_ERR_BUFFER_TOO_SMALL);
-            }
-            if !report.is_aligned() || report_len > isize::MAX as usize / size_of::<laq_candidate>()
-            {
-                return Err(LAQ_ERR_INVALID_ARGUMENT);
-            }
-            // SAFETY: non-null, aligned, within `isize::MAX` bytes, writable and
-            // referred to by nothing else during the call (contract).
-            Some(unsafe { core::slice::from_raw_parts_mut(report, count) })
-        };
+        // SAFETY: forwarded contract.
+        let report = unsafe { report_entries(report, report_len, count)? };
         if obs_len != m.input_dim() {
             return Err(LAQ_ERR_STATE_LENGTH);
         }
@@ -1062,21 +1079,8 @@ pub unsafe extern "C" fn laq_select_ahead(
         let state = unsafe { floats(state, obs_len)? };
         // SAFETY: forwarded contract.
         let scratch = unsafe { floats_mut(scratch, scratch_len, &[state])? };
-        let report = if report.is_null() {
-            None
-        } else {
-            if report_len < count {
-                return Err(LAQ_ERR_BUFFER_TOO_SMALL);
-            }
-            if !report.is_aligned() || report_len > isize::MAX as usize / size_of::<laq_candidate>()
-            {
-                return Err(LAQ_ERR_INVALID_ARGUMENT);
-            }
-            // SAFETY: non-null, aligned, within `isize::MAX` bytes, writable and
-            // referred to by nothing else during the call (contract); `count` entries
-            // are within `report_len`.
-            Some(unsafe { core::slice::from_raw_parts_mut(report, count) })
-        };
+        // SAFETY: forwarded contract.
+        let report = unsafe { report_entries(report, report_len, count)? };
         let controllers: [Callback; LAQ_MAX_CONTROLLERS] = core::array::from_fn(|index| Callback {
             index,
             predict,

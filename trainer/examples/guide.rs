@@ -8,6 +8,7 @@
 //! cargo run --release -p laq --example guide -- [--out out/guide] [--seed 0]
 //!     [--starts 100] [--value models/maze2d/value.safetensors] [--sweep]
 //!     [--single out/guide/single.safetensors] [--no-goal-check] [--lookahead N]
+//!     [--layout umaze|medium|large]
 //! ```
 //!
 //! `--no-goal-check` leaves every decision to the policy, also the one that would end
@@ -33,6 +34,7 @@ struct Args {
     single: Option<PathBuf>,
     goal_check: bool,
     lookahead: usize,
+    layout: String,
 }
 
 fn parse() -> Result<Args> {
@@ -48,6 +50,7 @@ fn parse() -> Result<Args> {
         single: None,
         goal_check: true,
         lookahead: laq_maze::LOOKAHEAD,
+        layout: "umaze".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -61,6 +64,7 @@ fn parse() -> Result<Args> {
             "--single" => a.single = Some(value()?.into()),
             "--no-goal-check" => a.goal_check = false,
             "--lookahead" => a.lookahead = value()?.parse().context("--lookahead")?,
+            "--layout" => a.layout = value()?,
             other => bail!("unknown argument `{other}`"),
         }
     }
@@ -70,7 +74,7 @@ fn parse() -> Result<Args> {
 fn main() -> Result<()> {
     laq::default_threads(None);
     let args = parse()?;
-    let maze = Maze::named("umaze")?;
+    let maze = Maze::named(&args.layout)?;
     let value = std::fs::read(&args.value)
         .with_context(|| format!("cannot read {}", args.value.display()))?;
     let t = Instant::now();

@@ -16,6 +16,7 @@ pub enum Study {
     Maze2d {
         #[arg(long, default_value = "out/maze2d")]
         out: PathBuf,
+        /// `umaze`, `medium` or `large` (D4RL's layouts).
         #[arg(long, default_value = "umaze")]
         layout: String,
         /// Transitions of data.

@@ -8,7 +8,9 @@
 
 use crate::data::{Actions, Dataset};
 use anyhow::{bail, Result};
-pub use laq_maze::{Layout, DT, FRAME_SKIP, LARGE_MAZE, MEDIUM_MAZE, RADIUS, TARGET_RADIUS, U_MAZE};
+pub use laq_maze::{
+    Layout, DT, FRAME_SKIP, LARGE_MAZE, MEDIUM_MAZE, RADIUS, TARGET_RADIUS, U_MAZE,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
