@@ -85,7 +85,7 @@ pub const MAX_TURN_ACTIONS: usize = 64;
 /// ```
 /// assert_eq!(laq_maze::LOOKAHEAD, laq_maze::Settings::DEFAULT.lookahead);
 /// ```
-pub const LOOKAHEAD: usize = 2;
+pub const LOOKAHEAD: usize = 3;
 
 /// Settings of the primitives and of a guided episode.
 ///
