@@ -4,9 +4,12 @@
 //!
 //! Each decision, the robot asks 8 primitives ("turn to heading k * 45 degrees, then drive
 //! straight for [`GuideConfig::drive_length`]") where they would take it, and
-//! [`laq_runtime::Model::select`] picks the one whose predicted point has the highest
-//! V(x, y, 0, 0): the same call, on the same file, with the same code (`laq-maze`), that
-//! a microcontroller runs (`firmware-examples/src/bin/maze_guide.rs`). Baselines use the
+//! [`laq_runtime::Model::select_ahead`] picks the first of the sequence of
+//! [`GuideConfig::lookahead`] primitives whose predicted end point has the highest
+//! V(x, y, 0, 0); a primitive that starts a sequence predicted to reach the target disc is
+//! taken at once ([`GuideConfig::goal_check`]). The same call, on the same file, with the
+//! same code (`laq-maze`), runs on a microcontroller
+//! (`firmware-examples/src/bin/maze_guide.rs`). Baselines use the
 //! same primitives and the same knowledge of the walls: the primitive that gets closest
 //! to the target in a straight line, V of a model trained with a single action label,
 //! and (as an upper reference) the primitive whose predicted point is geodesically
@@ -144,11 +147,11 @@ impl GuideConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Policy {
-    /// V of the LAQ model at the predicted point, through `Model::select`.
+    /// V of the LAQ model at the predicted points, through `Model::select_ahead`.
     LaqValue,
     /// The available primitive whose predicted point is closest to the target centre.
     StraightToGoal,
-    /// V of a model trained with one action label (TD(0)), through `Model::select`.
+    /// V of a model trained with one action label (TD(0)), through `Model::select_ahead`.
     SingleValue,
     /// The available primitive whose predicted point has the shortest geodesic to the
     /// target: what the primitives can do with perfect knowledge of the task.
@@ -170,7 +173,7 @@ impl Policy {
 // A handful exist per study; boxing the `Model` would gain nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Selector<'a> {
-    /// By `reward + gamma * V(next)` with `laq_runtime` (reward 0: by V).
+    /// By `reward + gamma * V(next)` with `laq_runtime`, looking ahead (reward 0: by V).
     Value(Model<'a>),
     StraightToGoal,
     Geodesic(&'a Geodesic),
@@ -614,7 +617,7 @@ mod tests {
     #[test]
     fn value_guidance_reaches_the_target_when_v_decreases_towards_it() {
         // In a straight corridor minus the L1 distance has no local maximum but the
-        // target: guidance through `Model::select` must succeed from every start.
+        // target: guidance through `Model::select_ahead` must succeed from every start.
         let m = Maze::parse("#########\n#GOOOOOO#\n#########").unwrap();
         let bytes = l1_model();
         let cfg = GuideConfig {
