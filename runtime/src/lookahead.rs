@@ -119,13 +119,8 @@ impl Model<'_> {
         if !needs_value {
             return Ok(c);
         }
-        c.log_density = self.log_density(next).ok().flatten();
-        if let (Some(lp), Some(threshold)) = (c.log_density, self.density_threshold()) {
-            if lp < threshold {
-                c.score = c.outcome.reward;
-                c.status = Status::OutOfDistribution;
-                return Ok(c);
-            }
+        if !self.gate(&mut c, next) {
+            return Ok(c);
         }
         let Some(value) = self.best_ahead(next, controllers, depth, scratch)? else {
             c.status = Status::Failed;

@@ -228,21 +228,29 @@ impl Model<'_> {
             return c;
         };
         c.value = value;
-        c.log_density = self.log_density(next).ok().flatten();
-        let in_distribution = match (c.log_density, self.density_threshold()) {
-            (Some(lp), Some(threshold)) => lp >= threshold,
-            _ => true,
-        };
-        if in_distribution {
+        if self.gate(&mut c, next) {
             c.score = c.outcome.reward + self.gamma() * value;
             if c.score.is_finite() {
                 c.status = Status::Valid;
             }
-        } else {
+        }
+        c
+    }
+
+    /// Records the log-density of `next` in `c`; false when the density gate puts `next`
+    /// outside the data, and then `c` is scored by its reward alone and marked
+    /// [`Status::OutOfDistribution`].
+    pub(crate) fn gate(&self, c: &mut Candidate, next: &[f32]) -> bool {
+        c.log_density = self.log_density(next).ok().flatten();
+        let inside = match (c.log_density, self.density_threshold()) {
+            (Some(lp), Some(threshold)) => lp >= threshold,
+            _ => true,
+        };
+        if !inside {
             c.score = c.outcome.reward;
             c.status = Status::OutOfDistribution;
         }
-        c
+        inside
     }
 
     #[cfg(feature = "batch")]

@@ -6,6 +6,7 @@ pub mod adam;
 pub mod conv;
 pub mod inputs;
 pub mod mlp;
+pub mod ops;
 
 pub use adam::{Adam, AdamConfig};
 pub use mlp::Mlp;

@@ -83,16 +83,15 @@ pub fn train_step(
     s: &Tensor,
     s2: &Tensor,
     forced: usize,
-    usage: Option<&mut Usage>,
+    mut usage: Option<&mut Usage>,
 ) -> Result<f32> {
-    let err = model.errors(s, s2)?;
-    let host: Vec<f32> = err.flatten_all()?.to_vec1()?;
     let k = model.num_actions();
-    if let Some(u) = usage {
-        u.add(&host, k);
-    }
-    let assigned = assign(&host, k, forced);
-    let loss = model.assigned_loss(s, s2, &err, &assigned)?;
+    let loss = model.assigned_loss(s, s2, &mut |errors| {
+        if let Some(u) = usage.as_deref_mut() {
+            u.add(errors, k);
+        }
+        assign(errors, k, forced)
+    })?;
     let value = loss.to_scalar::<f32>()?;
     opt.backward_step(&loss)?;
     Ok(value)

@@ -568,7 +568,15 @@ mod tests {
         assigned: &[u32],
     ) {
         let err = m.errors(s, s2).unwrap();
-        let ours = m.assigned_loss(s, s2, &err, assigned).unwrap();
+        let mut seen = vec![];
+        let ours = m
+            .assigned_loss(s, s2, &mut |e| {
+                seen = e.to_vec();
+                assigned.to_vec()
+            })
+            .unwrap();
+        let host: Vec<f32> = err.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(seen, host, "assign sees the errors");
         let idx = Tensor::new(assigned, s.device())
             .unwrap()
             .unsqueeze(1)

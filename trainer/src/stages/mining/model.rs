@@ -4,7 +4,7 @@
 
 use super::MiningConfig;
 use crate::nn::conv::{Encoder, ImageShape, Up};
-use crate::nn::Mlp;
+use crate::nn::{ops, Mlp};
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor, D};
 use candle_nn::{Linear, Module, VarBuilder};
@@ -19,18 +19,19 @@ pub trait Predictor {
     /// Squared prediction error `[B, K]` of every latent action, for inputs `[B, D]`.
     fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor>;
 
-    /// The mean error of each sample's assigned latent action, to train on. `errors` is
-    /// what [`Predictor::errors`] returned for this batch.
+    /// One hard-EM step's loss: the errors of every latent action (as [`Predictor::errors`]
+    /// gives them, row-major on the host) go to `assign`, which picks each sample's latent
+    /// action; the result is the mean error of the picked ones, to train on.
+    ///
+    /// Its gradient comes from a second pass over the B picked rows rather than a
+    /// backward pass through all B * K, and the per-sample part of the model (the encoder)
+    /// runs once for both passes.
     fn assigned_loss(
         &self,
-        _s: &Tensor,
-        _s_next: &Tensor,
-        errors: &Tensor,
-        assigned: &[u32],
-    ) -> candle_core::Result<Tensor> {
-        let idx = Tensor::from_slice(assigned, (assigned.len(), 1), errors.device())?;
-        errors.gather(&idx, 1)?.mean_all()
-    }
+        s: &Tensor,
+        s_next: &Tensor,
+        assign: &mut dyn FnMut(&[f32]) -> Vec<u32>,
+    ) -> candle_core::Result<Tensor>;
 }
 
 /// The forward model. It predicts the standardised next state as the standardised state
@@ -80,24 +81,42 @@ impl ForwardModel {
 
     /// Predictions `[B, K, D]` for states `[B, D]`.
     pub fn forward(&self, s: &Tensor) -> candle_core::Result<Tensor> {
+        self.predictions(s, &self.encode(s)?)
+    }
+
+    /// The per-sample and per-action parts of the decoder's first layer: `[B, H]` from the
+    /// encoded states and `[K, H]` from the embeddings.
+    fn encode(&self, s: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+        // The encoder's last layer is followed by a ReLU too: it feeds the decoder.
+        let h = ops::relu(&self.encoder.forward(s)?)?;
+        let a = ops::linear(&self.from_state, &h)?;
+        let c = ops::linear(&self.from_action, &self.embeddings)?;
+        Ok((a, c))
+    }
+
+    /// [`ForwardModel::forward`] from the encoded states.
+    fn predictions(&self, s: &Tensor, encoded: &(Tensor, Tensor)) -> candle_core::Result<Tensor> {
         let (b, d) = s.dims2()?;
-        // Row j of the expanded batch is (sample j / K, action j % K). Gathering rows with
-        // index_select, rather than broadcasting, makes the backward pass a row-wise
-        // scatter-add instead of a strided reduction.
-        let (rows_b, rows_k) = expansion(b, self.k, s.device())?;
-        self.deltas(s, &rows_b, &rows_k)?
+        let (a, c) = encoded;
+        // Row j of the expanded batch is (sample j / K, action j % K): one broadcast sum
+        // instead of gathering both terms row by row (training's gradient does not pass
+        // through here).
+        let x = a.unsqueeze(1)?.broadcast_add(&c.unsqueeze(0)?)?.relu()?;
+        self.decoder
+            .forward(&x.reshape((b * self.k, a.dim(1)?))?)?
             .reshape((b, self.k, d))?
             .broadcast_add(&s.unsqueeze(1)?)
     }
 
     /// The predicted changes `[N, D]` for the pairs (sample `rows_b[j]`, latent action
     /// `rows_k[j]`).
-    fn deltas(&self, s: &Tensor, rows_b: &Tensor, rows_k: &Tensor) -> candle_core::Result<Tensor> {
-        // The encoder's last layer is followed by a ReLU too: it feeds the decoder.
-        let h = self.encoder.forward(s)?.relu()?;
-        let a = self.from_state.forward(&h)?;
-        let c = self.from_action.forward(&self.embeddings)?;
-        let x = (a.index_select(rows_b, 0)? + c.index_select(rows_k, 0)?)?.relu()?;
+    fn deltas(
+        &self,
+        (a, c): &(Tensor, Tensor),
+        rows_b: &Tensor,
+        rows_k: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        let x = ops::relu(&(a.index_select(rows_b, 0)? + c.index_select(rows_k, 0)?)?)?;
         self.decoder.forward(&x)
     }
 }
@@ -112,27 +131,33 @@ impl Predictor for ForwardModel {
     }
 
     fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
-        self.forward(s)?
-            .broadcast_sub(&s_next.unsqueeze(1)?)?
-            .sqr()?
-            .sum(D::Minus1)
+        squared_errors(self.forward(s)?, s_next)
     }
 
-    /// The gradient from a second pass over the B assigned rows instead of a backward
-    /// pass through all B * K (as the image model does).
     fn assigned_loss(
         &self,
         s: &Tensor,
         s_next: &Tensor,
-        _errors: &Tensor,
-        assigned: &[u32],
+        assign: &mut dyn FnMut(&[f32]) -> Vec<u32>,
     ) -> candle_core::Result<Tensor> {
+        let encoded = self.encode(s)?;
+        // The errors only pick the rows; no gradient flows through them.
+        let detached = (encoded.0.detach(), encoded.1.detach());
+        let errors = squared_errors(self.predictions(s, &detached)?, s_next)?;
+        let assigned = assign(&errors.flatten_all()?.to_vec1()?);
         let b = assigned.len();
         let rows_b = Tensor::arange(0u32, b as u32, s.device())?;
-        let rows_k = Tensor::from_slice(assigned, b, s.device())?;
-        let pred = (self.deltas(s, &rows_b, &rows_k)? + s)?;
+        let rows_k = Tensor::from_slice(&assigned, b, s.device())?;
+        let pred = (self.deltas(&encoded, &rows_b, &rows_k)? + s)?;
         (pred - s_next)?.sqr()?.sum(D::Minus1)?.mean_all()
     }
+}
+
+/// Squared errors `[B, K]` of predictions `[B, K, D]` against next states `[B, D]`.
+fn squared_errors(pred: Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
+    pred.broadcast_sub(&s_next.unsqueeze(1)?)?
+        .sqr()?
+        .sum(D::Minus1)
 }
 
 /// Sample and latent-action indices of the `B * K` expanded rows.
@@ -249,40 +274,94 @@ impl ConvForwardModel {
         rows_b: &Tensor,
         rows_k: &Tensor,
     ) -> candle_core::Result<Tensor> {
-        self.decode(s, rows_b, rows_k, None)
+        self.decode(&self.encode(s, None)?, rows_b, rows_k)
     }
 
-    /// [`ConvForwardModel::deltas`], minus `target[rows_b]` when a per-sample target
-    /// `[B, D]` is given (folded into the last skip term, which is also per sample).
-    fn decode(
-        &self,
-        s: &Tensor,
-        rows_b: &Tensor,
-        rows_k: &Tensor,
-        target: Option<&Tensor>,
-    ) -> candle_core::Result<Tensor> {
-        let r = rows_b.dim(0)?;
+    /// Everything the decoder needs that depends on the sample or on the latent action
+    /// alone; a per-sample target `[B, D]`, when given, is subtracted from the last skip
+    /// term (also per sample), so that the decoder's output is the error.
+    fn encode(&self, s: &Tensor, target: Option<&Tensor>) -> candle_core::Result<Encoded> {
         let maps = self.encoder.forward_all(s, self.shape)?;
-        let a = self.from_state.forward(&maps[maps.len() - 1])?;
-        let c = self.from_action.forward(&self.embeddings)?;
-        let mut x = a
-            .index_select(rows_b, 0)?
-            .broadcast_add(&c.index_select(rows_k, 0)?.unsqueeze(1)?)?
-            .relu()?;
         let last = self.ups.len() - 1;
-        for (i, (up, skip)) in self.ups.iter().zip(&self.skips).enumerate() {
-            let mut side = skip.forward(&maps[maps.len() - 2 - i])?;
-            if let (true, Some(t)) = (i == last, target) {
-                let shape = side.shape().clone();
-                side = (side - t.reshape(shape)?)?;
-            }
+        let sides = self
+            .skips
+            .iter()
+            .enumerate()
+            .map(|(i, skip)| {
+                let side = skip.forward(&maps[maps.len() - 2 - i])?;
+                match target {
+                    Some(t) if i == last => {
+                        let shape = side.shape().clone();
+                        side - t.reshape(shape)?
+                    }
+                    _ => Ok(side),
+                }
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let offsets = self
+            .acts
+            .iter()
+            .map(|act| act.forward(&self.embeddings))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Ok(Encoded {
+            state: self.from_state.forward(&maps[maps.len() - 1])?,
+            action: self.from_action.forward(&self.embeddings)?,
+            sides,
+            offsets,
+        })
+    }
+
+    /// The decoder's output `[R, D]` for the rows (sample `rows_b[r]`, latent action
+    /// `rows_k[r]`).
+    fn decode(&self, e: &Encoded, rows_b: &Tensor, rows_k: &Tensor) -> candle_core::Result<Tensor> {
+        let r = rows_b.dim(0)?;
+        let mut x = e
+            .state
+            .index_select(rows_b, 0)?
+            .broadcast_add(&e.action.index_select(rows_k, 0)?.unsqueeze(1)?)?
+            .relu()?;
+        for (i, (up, side)) in self.ups.iter().zip(&e.sides).enumerate() {
             x = (up.forward(&x)? + side.index_select(rows_b, 0)?)?;
-            if let Some(act) = self.acts.get(i) {
-                let offset = act.forward(&self.embeddings)?.index_select(rows_k, 0)?;
+            if let Some(offset) = e.offsets.get(i) {
+                let offset = offset.index_select(rows_k, 0)?;
                 x = x.broadcast_add(&offset.unsqueeze(1)?)?.relu()?;
             }
         }
         x.reshape((r, self.shape.len()))
+    }
+
+    /// Squared errors `[B, K]` from terms encoded with the change s' - s as target.
+    fn errors_of(&self, b: usize, encoded: &Encoded) -> candle_core::Result<Tensor> {
+        let (rows_b, rows_k) = expansion(b, self.k, encoded.state.device())?;
+        self.decode(encoded, &rows_b, &rows_k)?
+            .sqr()?
+            .sum(D::Minus1)?
+            .reshape((b, self.k))
+    }
+}
+
+/// The per-sample and per-action terms of [`ConvForwardModel`]'s decoder.
+struct Encoded {
+    /// `fuse.from_state` of the encoder's last map `[B, P, F]`.
+    state: Tensor,
+    /// `fuse.from_action` of the embeddings `[K, F]`.
+    action: Tensor,
+    /// Skip projections `[B, P_i, C_i]`, one per decoder layer.
+    sides: Vec<Tensor>,
+    /// Per-action offsets `[K, C_i]`, one per decoder layer but the last.
+    offsets: Vec<Tensor>,
+}
+
+impl Encoded {
+    /// The same terms cut from the graph: for errors that only pick rows.
+    fn detach(&self) -> Encoded {
+        let all = |v: &[Tensor]| v.iter().map(Tensor::detach).collect();
+        Encoded {
+            state: self.state.detach(),
+            action: self.action.detach(),
+            sides: all(&self.sides),
+            offsets: all(&self.offsets),
+        }
     }
 }
 
@@ -296,30 +375,24 @@ impl Predictor for ConvForwardModel {
     }
 
     fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
-        let b = s.dim(0)?;
-        let (rows_b, rows_k) = expansion(b, self.k, s.device())?;
         let change = (s_next - s)?;
-        self.decode(s, &rows_b, &rows_k, Some(&change))?
-            .sqr()?
-            .sum(D::Minus1)?
-            .reshape((b, self.k))
+        self.errors_of(s.dim(0)?, &self.encode(s, Some(&change))?)
     }
 
-    /// Hard EM trains only the assigned action of each sample, so the gradient comes from a
-    /// second pass over B rows instead of a backward pass through all B * K: the same
-    /// gradient at a fraction of the cost.
     fn assigned_loss(
         &self,
         s: &Tensor,
         s_next: &Tensor,
-        _errors: &Tensor,
-        assigned: &[u32],
+        assign: &mut dyn FnMut(&[f32]) -> Vec<u32>,
     ) -> candle_core::Result<Tensor> {
+        let change = (s_next - s)?;
+        let encoded = self.encode(s, Some(&change))?;
+        let errors = self.errors_of(s.dim(0)?, &encoded.detach())?;
+        let assigned = assign(&errors.flatten_all()?.to_vec1()?);
         let b = assigned.len();
         let rows_b = Tensor::arange(0u32, b as u32, s.device())?;
-        let rows_k = Tensor::from_slice(assigned, b, s.device())?;
-        let change = (s_next - s)?;
-        self.decode(s, &rows_b, &rows_k, Some(&change))?
+        let rows_k = Tensor::from_slice(&assigned, b, s.device())?;
+        self.decode(&encoded, &rows_b, &rows_k)?
             .sqr()?
             .sum(D::Minus1)?
             .mean_all()
