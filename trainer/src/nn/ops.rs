@@ -38,9 +38,12 @@ pub fn relu(x: &Tensor) -> candle_core::Result<Tensor> {
     }
 }
 
-/// A linear layer on `[B, in]` inputs: candle's [`Linear`] with the bias added by
-/// [`add_bias`].
+/// A linear layer: on `[B, in]` inputs candle's [`Linear`] with the bias added by
+/// [`add_bias`], on others candle's layer itself.
 pub fn linear(l: &Linear, x: &Tensor) -> candle_core::Result<Tensor> {
+    if x.rank() != 2 {
+        return candle_nn::Module::forward(l, x);
+    }
     let y = x.matmul(&l.weight().t()?)?;
     match l.bias() {
         Some(b) => add_bias(&y, b),

@@ -101,7 +101,7 @@ impl ForwardModel {
         // Row j of the expanded batch is (sample j / K, action j % K): one broadcast sum
         // instead of gathering both terms row by row (training's gradient does not pass
         // through here).
-        let x = a.unsqueeze(1)?.broadcast_add(&c.unsqueeze(0)?)?.relu()?;
+        let x = ops::relu(&a.unsqueeze(1)?.broadcast_add(&c.unsqueeze(0)?)?)?;
         self.decoder
             .forward(&x.reshape((b * self.k, a.dim(1)?))?)?
             .reshape((b, self.k, d))?
