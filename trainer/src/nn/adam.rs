@@ -116,24 +116,7 @@ impl Optimizer for Adam {
 /// the gradient `g`: the arithmetic of [`Adam`], for parameters that live on the host
 /// only (e.g. SAC's temperature).
 pub fn update(cfg: &AdamConfig, t: i32, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]) {
-    let bc1 = 1.0 - cfg.beta1.powi(t);
-    let bc2 = 1.0 - cfg.beta2.powi(t);
-    let step = (cfg.lr / bc1) as f32;
-    let (b1, b2, eps, wd) = (
-        cfg.beta1 as f32,
-        cfg.beta2 as f32,
-        cfg.eps as f32,
-        cfg.weight_decay as f32,
-    );
-    let inv_bc2 = (1.0 / bc2) as f32;
-    let k = Step {
-        b1,
-        b2,
-        eps,
-        wd,
-        step,
-        inv_bc2,
-    };
+    let k = Step::new(cfg, t);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: the processor has AVX, checked just above (the detection includes the
@@ -153,6 +136,20 @@ struct Step {
     wd: f32,
     step: f32,
     inv_bc2: f32,
+}
+
+impl Step {
+    /// The constants at step `t` (1-based): bias corrections in f64, then f32.
+    fn new(cfg: &AdamConfig, t: i32) -> Self {
+        Step {
+            b1: cfg.beta1 as f32,
+            b2: cfg.beta2 as f32,
+            eps: cfg.eps as f32,
+            wd: cfg.weight_decay as f32,
+            step: (cfg.lr / (1.0 - cfg.beta1.powi(t))) as f32,
+            inv_bc2: (1.0 / (1.0 - cfg.beta2.powi(t))) as f32,
+        }
+    }
 }
 
 /// The body of [`update`], compiled a second time with AVX: eight lanes where the default
@@ -328,15 +325,7 @@ mod tests {
         assert_eq!(bits(&m), bits(&expect.1));
         assert_eq!(bits(&v), bits(&expect.2));
         let (mut p, mut m, mut v) = (p0, m0, v0);
-        let k = Step {
-            b1: cfg.beta1 as f32,
-            b2: cfg.beta2 as f32,
-            eps: cfg.eps as f32,
-            wd: cfg.weight_decay as f32,
-            step: (cfg.lr / (1.0 - cfg.beta1.powi(7))) as f32,
-            inv_bc2: (1.0 / (1.0 - cfg.beta2.powi(7))) as f32,
-        };
-        update_body(k, &mut p, &mut m, &mut v, &g);
+        update_body(Step::new(&cfg, 7), &mut p, &mut m, &mut v, &g);
         assert_eq!(bits(&p), bits(&expect.0), "without AVX");
     }
 

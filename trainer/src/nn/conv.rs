@@ -352,7 +352,7 @@ impl Encoder {
         let b = x.dim(0)?;
         let mut h = x.reshape((b, shape.h * shape.w, shape.c))?;
         for l in &self.layers {
-            h = l.forward(&h)?.relu()?;
+            h = super::ops::relu(&l.forward(&h)?)?;
         }
         Ok(h)
     }
@@ -362,7 +362,7 @@ impl Encoder {
         let b = x.dim(0)?;
         let mut maps = vec![x.reshape((b, shape.h * shape.w, shape.c))?];
         for l in &self.layers {
-            let h = l.forward(&maps[maps.len() - 1])?.relu()?;
+            let h = super::ops::relu(&l.forward(&maps[maps.len() - 1])?)?;
             maps.push(h);
         }
         Ok(maps)

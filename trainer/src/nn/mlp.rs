@@ -58,10 +58,10 @@ impl Mlp {
         for (i, l) in self.layers.iter().enumerate() {
             h = h.matmul(&weight(l.weight())?.t()?)?;
             if let Some(b) = l.bias() {
-                h = h.broadcast_add(b)?;
+                h = super::ops::add_bias(&h, b)?;
             }
             if i < last {
-                h = h.relu()?;
+                h = super::ops::relu(&h)?;
             }
         }
         Ok(h)

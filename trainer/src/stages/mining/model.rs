@@ -315,16 +315,16 @@ impl ConvForwardModel {
     /// `rows_k[r]`).
     fn decode(&self, e: &Encoded, rows_b: &Tensor, rows_k: &Tensor) -> candle_core::Result<Tensor> {
         let r = rows_b.dim(0)?;
-        let mut x = e
-            .state
-            .index_select(rows_b, 0)?
-            .broadcast_add(&e.action.index_select(rows_k, 0)?.unsqueeze(1)?)?
-            .relu()?;
+        let mut x = ops::relu(
+            &e.state
+                .index_select(rows_b, 0)?
+                .broadcast_add(&e.action.index_select(rows_k, 0)?.unsqueeze(1)?)?,
+        )?;
         for (i, (up, side)) in self.ups.iter().zip(&e.sides).enumerate() {
             x = (up.forward(&x)? + side.index_select(rows_b, 0)?)?;
             if let Some(offset) = e.offsets.get(i) {
                 let offset = offset.index_select(rows_k, 0)?;
-                x = x.broadcast_add(&offset.unsqueeze(1)?)?.relu()?;
+                x = ops::relu(&x.broadcast_add(&offset.unsqueeze(1)?)?)?;
             }
         }
         x.reshape((r, self.shape.len()))
