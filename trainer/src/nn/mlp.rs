@@ -67,6 +67,14 @@ impl Mlp {
         Ok(h)
     }
 
+    /// The forward pass with a ReLU after the last layer too (an encoder whose output feeds
+    /// another layer).
+    pub fn forward_relu(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.layers
+            .iter()
+            .try_fold(x.clone(), |h, l| super::ops::dense(l, &h, true))
+    }
+
     /// Weights `[out, in]` and biases `[out]` of every layer, as host vectors.
     pub fn to_host(&self) -> Result<Vec<(Vec<usize>, Vec<f32>, Vec<f32>)>> {
         self.layers
@@ -85,10 +93,7 @@ impl Module for Mlp {
         let mut h = x.clone();
         let last = self.layers.len() - 1;
         for (i, l) in self.layers.iter().enumerate() {
-            h = super::ops::linear(l, &h)?;
-            if i < last {
-                h = super::ops::relu(&h)?;
-            }
+            h = super::ops::dense(l, &h, i < last)?;
         }
         Ok(h)
     }

@@ -1,12 +1,14 @@
-//! The element-wise parts of a fully connected layer (bias and ReLU) with backward passes
-//! written for the CPU.
+//! A fully connected layer, and its element-wise parts (bias and ReLU), with backward
+//! passes written for the CPU.
 //!
 //! Candle's own backward passes are correct but slow for LAQ's small networks: the bias
-//! gradient is a reduction that divides two integers per element, and the ReLU gradient
-//! takes five tensor operations. Together they were a fifth of a mining step. These give
-//! the same values and the same gradients, bit for bit (the bias gradient sums the rows
-//! in the same order, from zero), so trained models do not change; off the CPU, and for
-//! anything but `f32`, candle's operations run as before.
+//! gradient is a reduction that divides two integers per element, the ReLU gradient takes
+//! five tensor operations, and every node of the graph adds its gradient to a fresh tensor
+//! of zeros. A layer as candle builds it is four nodes (transpose, product, bias, ReLU);
+//! [`dense`] is one. These give the same values and the same gradients, bit for bit (the
+//! products are the same `gemm` calls, the bias gradient sums the rows in the same order,
+//! from zero), so trained models do not change; off the CPU, and for anything but `f32`,
+//! candle's operations run as before.
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -17,8 +19,9 @@
 //! # Ok::<(), candle_core::Error>(())
 //! ```
 
-use candle_core::{CpuStorage, DType, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, DType, Layout, Shape, Storage, Tensor};
 use candle_nn::Linear;
+use std::sync::OnceLock;
 
 /// `x [B, N] + b [N]` on every row.
 pub fn add_bias(x: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
@@ -51,6 +54,41 @@ pub fn linear(l: &Linear, x: &Tensor) -> candle_core::Result<Tensor> {
     }
 }
 
+/// The layer `l` on `[B, in]` inputs, `x W^T + b`, then a ReLU when `relu`: one node of
+/// the graph. Without a bias, off the CPU, or on other ranks, [`linear`] and [`relu`].
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+/// let w = Tensor::new(&[[1f32, -1.0], [2.0, 0.0]], &Device::Cpu)?;
+/// let b = Tensor::new(&[0.5f32, -5.0], &Device::Cpu)?;
+/// let layer = candle_nn::Linear::new(w, Some(b));
+/// let x = Tensor::new(&[[3f32, 1.0]], &Device::Cpu)?;
+/// let y = laq::nn::ops::dense(&layer, &x, true)?;
+/// assert_eq!(y.to_vec2::<f32>()?, [[2.5, 1.0]]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn dense(l: &Linear, x: &Tensor, relu: bool) -> candle_core::Result<Tensor> {
+    let w = l.weight();
+    match l.bias() {
+        Some(b) if fast(x) && fast(w) && fast(b) && x.rank() == 2 && w.rank() == 2 => {
+            let op = Dense {
+                relu,
+                zeros: OnceLock::new(),
+            };
+            x.contiguous()?
+                .apply_op3(&w.contiguous()?, &b.contiguous()?, op)
+        }
+        _ => {
+            let y = linear(l, x)?;
+            if relu {
+                self::relu(&y)
+            } else {
+                Ok(y)
+            }
+        }
+    }
+}
+
 fn fast(x: &Tensor) -> bool {
     x.device().is_cpu() && x.dtype() == DType::F32
 }
@@ -63,6 +101,211 @@ fn values<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
     match l.contiguous_offsets() {
         Some((start, end)) => Ok(&v[start..end]),
         None => candle_core::bail!("expected a contiguous tensor"),
+    }
+}
+
+/// Runs `f` on the `f32` values of a contiguous CPU tensor, in place.
+fn with_values<T>(
+    t: &Tensor,
+    f: impl FnOnce(&[f32]) -> candle_core::Result<T>,
+) -> candle_core::Result<T> {
+    let (storage, layout) = t.storage_and_layout();
+    match &*storage {
+        Storage::Cpu(s) => f(values(s, layout)?),
+        _ => candle_core::bail!("expected a CPU tensor"),
+    }
+}
+
+/// `lhs [m, k] rhs [k, n]` as a row-major `[m, n]`, each operand given with its (row,
+/// column) strides: the call candle's CPU matmul makes, so the same sums in the same order.
+fn product(
+    mnk: (usize, usize, usize),
+    lhs: &[f32],
+    lhs_strides: (usize, usize),
+    rhs: &[f32],
+    rhs_strides: (usize, usize),
+) -> candle_core::Result<Vec<f32>> {
+    product_into(mnk, lhs, lhs_strides, rhs, rhs_strides, false)
+}
+
+/// [`product`], written column-major (`[n, m]` row-major) when `columns`.
+fn product_into(
+    (m, n, k): (usize, usize, usize),
+    lhs: &[f32],
+    (lhs_rs, lhs_cs): (usize, usize),
+    rhs: &[f32],
+    (rhs_rs, rhs_cs): (usize, usize),
+    columns: bool,
+) -> candle_core::Result<Vec<f32>> {
+    let mut dst = vec![0f32; m * n];
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(dst);
+    }
+    let last = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1) * rs + (cols - 1) * cs;
+    if last(lhs_rs, lhs_cs, m, k) >= lhs.len() || last(rhs_rs, rhs_cs, k, n) >= rhs.len() {
+        candle_core::bail!("matrix product operands shorter than their shapes")
+    }
+    let threads = candle_core::utils::get_num_threads();
+    let parallelism = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: every element the strides reach lies inside `lhs` and `rhs` (checked above),
+    // and `dst` holds the m x n row-major result.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            if columns { m as isize } else { 1 },
+            if columns { 1 } else { n as isize },
+            false,
+            lhs.as_ptr(),
+            lhs_cs as isize,
+            lhs_rs as isize,
+            rhs.as_ptr(),
+            rhs_cs as isize,
+            rhs_rs as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
+    Ok(dst)
+}
+
+/// [`dense`]'s node. `zeros` records where the pre-activation was exactly zero: candle's
+/// ReLU passes the gradient there (`x >= 0`), which the output alone cannot tell.
+struct Dense {
+    relu: bool,
+    zeros: OnceLock<Vec<usize>>,
+}
+
+impl candle_core::CustomOp3 for Dense {
+    fn name(&self) -> &'static str {
+        "dense"
+    }
+
+    fn cpu_fwd(
+        &self,
+        sx: &CpuStorage,
+        lx: &Layout,
+        sw: &CpuStorage,
+        lw: &Layout,
+        sb: &CpuStorage,
+        lb: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (x, w, b) = (values(sx, lx)?, values(sw, lw)?, values(sb, lb)?);
+        let (rows, inputs) = lx.shape().dims2()?;
+        let (outputs, w_inputs) = lw.shape().dims2()?;
+        if w_inputs != inputs || b.len() != outputs {
+            candle_core::bail!(
+                "a layer of weights {:?} and bias {:?} on inputs {:?}",
+                lw.shape(),
+                lb.shape(),
+                lx.shape()
+            )
+        }
+        // x [rows, in] times the transposed view of w [out, in], as `linear` multiplies.
+        // Written row-major, gemm copies w into its own layout first; written column-major,
+        // it copies x instead, and the result must be transposed back. The sums are the
+        // same either way: the cheaper copy wins (a transposed element counted as two).
+        let columns = rows * (inputs + 2 * outputs) < outputs * inputs;
+        let mnk = (rows, outputs, inputs);
+        let mut y = product_into(mnk, x, (inputs, 1), w, (1, inputs), columns)?;
+        if columns {
+            // Back to rows, eight outputs at a time so the reads stay on a few cache lines.
+            let yt = y;
+            y = vec![0f32; rows * outputs];
+            for o0 in (0..outputs).step_by(8) {
+                let o1 = (o0 + 8).min(outputs);
+                for (r, row) in y.chunks_exact_mut(outputs).enumerate() {
+                    for o in o0..o1 {
+                        row[o] = yt[o * rows + r];
+                    }
+                }
+            }
+        }
+        for row in y.chunks_exact_mut(outputs.max(1)) {
+            for (y, b) in row.iter_mut().zip(b) {
+                *y += b;
+            }
+        }
+        if self.relu {
+            // Exact zeros are rare: a branch-free scan first, the indices only if needed.
+            if y.iter().fold(false, |any, v| any | (*v == 0.0)) {
+                let _ = self
+                    .zeros
+                    .set((0..y.len()).filter(|&i| y[i] == 0.0).collect());
+            }
+            for y in &mut y {
+                *y = y.max(0.0);
+            }
+        }
+        Ok((CpuStorage::F32(y), Shape::from((rows, outputs))))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _b: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (rows, inputs) = x.dims2()?;
+        let outputs = w.dim(0)?;
+        let mut g: Vec<f32> = grad.flatten_all()?.to_vec1()?;
+        if self.relu {
+            let zeros = self.zeros.get().map(Vec::as_slice).unwrap_or_default();
+            let res = res.contiguous()?;
+            let kept: Vec<f32> = zeros.iter().map(|&i| g[i]).collect();
+            with_values(&res, |r| {
+                for (g, r) in g.iter_mut().zip(r) {
+                    *g *= if *r > 0.0 { 1.0 } else { 0.0 };
+                }
+                Ok(())
+            })?;
+            for (&i, k) in zeros.iter().zip(kept) {
+                g[i] = k * 1.0;
+            }
+        }
+        // Candle adds each node's gradient to zeros before passing it on, which turns -0
+        // into +0; the sums below must see the same signs.
+        for g in &mut g {
+            *g += 0.0;
+        }
+        let mut gb = vec![0f32; outputs];
+        for row in g.chunks_exact(outputs.max(1)) {
+            for (s, g) in gb.iter_mut().zip(row) {
+                *s += g;
+            }
+        }
+        let dev = grad.device();
+        // Candle's matmul backward: grad (w^T)^T for x.
+        let gx = if x.track_op() {
+            let gx = with_values(w, |w| {
+                product((rows, inputs, outputs), &g, (outputs, 1), w, (inputs, 1))
+            })?;
+            Some(Tensor::from_vec(gx, (rows, inputs), dev)?)
+        } else {
+            None
+        };
+        // Candle computes x^T grad and transposes it; grad^T x is the same sums of the same
+        // products in the same order, written where they belong.
+        let gw = with_values(x, |x| {
+            product((outputs, inputs, rows), &g, (1, outputs), x, (inputs, 1))
+        })?;
+        Ok((
+            gx,
+            Some(Tensor::from_vec(gw, (outputs, inputs), dev)?),
+            Some(Tensor::from_vec(gb, outputs, dev)?),
+        ))
     }
 }
 
@@ -168,14 +411,109 @@ mod tests {
         };
         let ours = loss(relu(&add_bias(&x, &b).unwrap()).unwrap());
         let theirs = loss(x.broadcast_add(&b).unwrap().relu().unwrap());
-        let bits = |t: &Tensor| -> Vec<u32> {
-            let v: Vec<f32> = t.flatten_all().unwrap().to_vec1().unwrap();
-            v.iter().map(|v| v.to_bits()).collect()
-        };
         assert_eq!(bits(&ours), bits(&theirs));
         let (g1, g2) = (ours.backward().unwrap(), theirs.backward().unwrap());
         for v in [x.as_tensor(), b.as_tensor()] {
             assert_eq!(bits(g1.get(v).unwrap()), bits(g2.get(v).unwrap()));
+        }
+    }
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        let v: Vec<f32> = t.flatten_all().unwrap().to_vec1().unwrap();
+        v.iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// A two-layer chain of [`dense`] against candle's `Linear` and ReLU: outputs and the
+    /// gradients of every weight, bias and (when it is a variable) the input, bit for bit,
+    /// over shapes from one row and one input to the paper's 128-wide layers, with exact
+    /// zeros before the ReLU.
+    #[test]
+    fn dense_matches_candles_layer_bit_for_bit() {
+        let dev = Device::Cpu;
+        let mut seed = 7u32;
+        let mut next = move || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            ((seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 2.0
+        };
+        for (rows, inputs, hidden, outputs, input_var) in [
+            (16, 4, 128, 8, false),
+            (16, 128, 128, 128, true),
+            (1, 1, 1, 1, true),
+            (1, 3, 5, 2, false),
+            (5, 7, 3, 1, true),
+            (33, 9, 64, 17, true),
+            (256, 4, 128, 8, false),
+            (1000, 12, 256, 16, true),
+            (4096, 3, 40, 5, false),
+        ] {
+            let x: Vec<f32> = (0..rows * inputs).map(|_| next()).collect();
+            let var = |n: usize, shape: (usize, usize), next: &mut dyn FnMut() -> f32| {
+                Var::from_vec((0..n).map(|_| next()).collect::<Vec<_>>(), shape, &dev).unwrap()
+            };
+            let w1 = var(hidden * inputs, (hidden, inputs), &mut next);
+            let w2 = var(outputs * hidden, (outputs, hidden), &mut next);
+            let mut bias1: Vec<f32> = (0..hidden).map(|_| next()).collect();
+            // A hidden unit whose pre-activation is exactly zero on every row (a zero
+            // weight row and bias), and one exactly -0.
+            if hidden > 2 {
+                let w: Vec<f32> = w1.flatten_all().unwrap().to_vec1().unwrap();
+                let mut w = w;
+                for i in 0..inputs {
+                    w[inputs + i] = 0.0;
+                    w[2 * inputs + i] = -0.0;
+                }
+                w1.set(&Tensor::from_vec(w, (hidden, inputs), &dev).unwrap())
+                    .unwrap();
+                bias1[1] = 0.0;
+                bias1[2] = -0.0;
+            }
+            let b1 = Var::from_vec(bias1, hidden, &dev).unwrap();
+            let b2 = var(outputs, (1, outputs), &mut next);
+            let b2 = Var::from_tensor(&b2.flatten_all().unwrap()).unwrap();
+            let xv = Var::from_vec(x, (rows, inputs), &dev).unwrap();
+            let xt = if input_var {
+                xv.as_tensor().clone()
+            } else {
+                xv.as_tensor().detach()
+            };
+            let l1 = Linear::new(w1.as_tensor().clone(), Some(b1.as_tensor().clone()));
+            let l2 = Linear::new(w2.as_tensor().clone(), Some(b2.as_tensor().clone()));
+            let loss = |y: Tensor| y.sqr().unwrap().sum_all().unwrap();
+            let ours = dense(&l2, &dense(&l1, &xt, true).unwrap(), false).unwrap();
+            let theirs = candle_nn::Module::forward(
+                &l2,
+                &candle_nn::Module::forward(&l1, &xt)
+                    .unwrap()
+                    .relu()
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                bits(&ours),
+                bits(&theirs),
+                "{rows}x{inputs}x{hidden}x{outputs}"
+            );
+            let (g1, g2) = (
+                loss(ours).backward().unwrap(),
+                loss(theirs).backward().unwrap(),
+            );
+            let mut vars = vec![
+                w1.as_tensor(),
+                b1.as_tensor(),
+                w2.as_tensor(),
+                b2.as_tensor(),
+            ];
+            if input_var {
+                vars.push(xv.as_tensor());
+            }
+            for v in vars {
+                assert_eq!(
+                    bits(g1.get(v).unwrap()),
+                    bits(g2.get(v).unwrap()),
+                    "gradient of {:?} at {rows}x{inputs}x{hidden}x{outputs}",
+                    v.dims()
+                );
+            }
         }
     }
 

@@ -88,7 +88,7 @@ impl ForwardModel {
     /// encoded states and `[K, H]` from the embeddings.
     fn encode(&self, s: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
         // The encoder's last layer is followed by a ReLU too: it feeds the decoder.
-        let h = ops::relu(&self.encoder.forward(s)?)?;
+        let h = self.encoder.forward_relu(s)?;
         let a = ops::linear(&self.from_state, &h)?;
         let c = ops::linear(&self.from_action, &self.embeddings)?;
         Ok((a, c))
