@@ -10,7 +10,7 @@
 use crate::data::Observations;
 use anyhow::{bail, Result};
 use candle_core::Tensor;
-use candle_nn::{Linear, Module, VarBuilder};
+use candle_nn::{Linear, VarBuilder};
 use serde::{Deserialize, Serialize};
 
 /// Which network a stage builds.
@@ -249,6 +249,11 @@ impl Conv {
 
     /// `[B, h * w, in]` to `[B, ho * wo, out]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.apply(x, false)
+    }
+
+    /// [`Conv::forward`], then a ReLU when `relu`.
+    pub fn apply(&self, x: &Tensor, relu: bool) -> candle_core::Result<Tensor> {
         let (b, _, c) = x.dims3()?;
         let zero = Tensor::zeros((b, 1, c), x.dtype(), x.device())?;
         let padded = Tensor::cat(&[x, &zero], 1)?;
@@ -258,7 +263,7 @@ impl Conv {
             ho * wo,
             self.idx.dim(0)? / (ho * wo) * self.cin,
         ))?;
-        self.linear.forward(&cols)
+        super::ops::dense(&self.linear, &cols, relu)
     }
 }
 
@@ -301,9 +306,7 @@ impl Up {
         let (h, w) = self.in_hw;
         // Outputs of pixel (i, j) are ordered (row parity, column parity, channel); moving
         // the row parity in front of j puts every output row in place.
-        let y = self
-            .linear
-            .forward(x)?
+        let y = super::ops::dense(&self.linear, x, false)?
             .reshape((b * h, w, 2, 2 * self.cout))?
             .transpose(1, 2)?
             .contiguous()?;
@@ -352,7 +355,7 @@ impl Encoder {
         let b = x.dim(0)?;
         let mut h = x.reshape((b, shape.h * shape.w, shape.c))?;
         for l in &self.layers {
-            h = super::ops::relu(&l.forward(&h)?)?;
+            h = l.apply(&h, true)?;
         }
         Ok(h)
     }
@@ -362,7 +365,7 @@ impl Encoder {
         let b = x.dim(0)?;
         let mut maps = vec![x.reshape((b, shape.h * shape.w, shape.c))?];
         for l in &self.layers {
-            let h = super::ops::relu(&l.forward(&maps[maps.len() - 1])?)?;
+            let h = l.apply(&maps[maps.len() - 1], true)?;
             maps.push(h);
         }
         Ok(maps)

@@ -54,8 +54,10 @@ pub fn linear(l: &Linear, x: &Tensor) -> candle_core::Result<Tensor> {
     }
 }
 
-/// The layer `l` on `[B, in]` inputs, `x W^T + b`, then a ReLU when `relu`: one node of
-/// the graph. Without a bias, off the CPU, or on other ranks, [`linear`] and [`relu`].
+/// The layer `l` on `[..., in]` inputs, `x W^T + b`, then a ReLU when `relu`: one node of
+/// the graph. A contiguous input of rank 3 or 4 is multiplied as `[N, in]` rows, as
+/// candle's `Linear` multiplies it. Without a bias, off the CPU, or on a strided input,
+/// [`linear`] and [`relu`].
 ///
 /// ```
 /// use candle_core::{Device, Tensor};
@@ -69,14 +71,24 @@ pub fn linear(l: &Linear, x: &Tensor) -> candle_core::Result<Tensor> {
 /// ```
 pub fn dense(l: &Linear, x: &Tensor, relu: bool) -> candle_core::Result<Tensor> {
     let w = l.weight();
+    let rows_of = |x: &Tensor| (2..=4).contains(&x.rank()) && x.is_contiguous();
     match l.bias() {
-        Some(b) if fast(x) && fast(w) && fast(b) && x.rank() == 2 && w.rank() == 2 => {
+        Some(b) if fast(x) && fast(w) && fast(b) && w.rank() == 2 && rows_of(x) => {
             let op = Dense {
                 relu,
                 zeros: OnceLock::new(),
             };
-            x.contiguous()?
-                .apply_op3(&w.contiguous()?, &b.contiguous()?, op)
+            let dims = x.dims();
+            let (lead, inputs) = dims.split_at(dims.len() - 1);
+            let rows = x.reshape((lead.iter().product::<usize>(), inputs[0]))?;
+            let y = rows.apply_op3(&w.contiguous()?, &b.contiguous()?, op)?;
+            if lead.len() == 1 {
+                Ok(y)
+            } else {
+                let mut shape = lead.to_vec();
+                shape.push(w.dim(0)?);
+                y.reshape(shape)
+            }
         }
         _ => {
             let y = linear(l, x)?;
@@ -425,8 +437,8 @@ mod tests {
 
     /// A two-layer chain of [`dense`] against candle's `Linear` and ReLU: outputs and the
     /// gradients of every weight, bias and (when it is a variable) the input, bit for bit,
-    /// over shapes from one row and one input to the paper's 128-wide layers, with exact
-    /// zeros before the ReLU.
+    /// over shapes from one row and one input to the paper's 128-wide layers, as rows and
+    /// as maps of rank 3 and 4, with exact zeros before the ReLU.
     #[test]
     fn dense_matches_candles_layer_bit_for_bit() {
         let dev = Device::Cpu;
@@ -476,43 +488,57 @@ mod tests {
             } else {
                 xv.as_tensor().detach()
             };
-            let l1 = Linear::new(w1.as_tensor().clone(), Some(b1.as_tensor().clone()));
-            let l2 = Linear::new(w2.as_tensor().clone(), Some(b2.as_tensor().clone()));
-            let loss = |y: Tensor| y.sqr().unwrap().sum_all().unwrap();
-            let ours = dense(&l2, &dense(&l1, &xt, true).unwrap(), false).unwrap();
-            let theirs = candle_nn::Module::forward(
-                &l2,
-                &candle_nn::Module::forward(&l1, &xt)
-                    .unwrap()
-                    .relu()
-                    .unwrap(),
-            )
-            .unwrap();
-            assert_eq!(
-                bits(&ours),
-                bits(&theirs),
-                "{rows}x{inputs}x{hidden}x{outputs}"
-            );
-            let (g1, g2) = (
-                loss(ours).backward().unwrap(),
-                loss(theirs).backward().unwrap(),
-            );
-            let mut vars = vec![
-                w1.as_tensor(),
-                b1.as_tensor(),
-                w2.as_tensor(),
-                b2.as_tensor(),
-            ];
-            if input_var {
-                vars.push(xv.as_tensor());
+            // Rows as they come, and as [2, rows / 2, in] and [2, 2, rows / 4, in] maps,
+            // which candle's `Linear` multiplies as rows too.
+            let mut leads = vec![vec![rows]];
+            if rows % 2 == 0 {
+                leads.push(vec![2, rows / 2]);
             }
-            for v in vars {
+            if rows % 4 == 0 {
+                leads.push(vec![2, 2, rows / 4]);
+            }
+            for lead in leads {
+                let mut shape = lead.clone();
+                shape.push(inputs);
+                let xt = xt.reshape(shape).unwrap();
+                let l1 = Linear::new(w1.as_tensor().clone(), Some(b1.as_tensor().clone()));
+                let l2 = Linear::new(w2.as_tensor().clone(), Some(b2.as_tensor().clone()));
+                let loss = |y: Tensor| y.sqr().unwrap().sum_all().unwrap();
+                let ours = dense(&l2, &dense(&l1, &xt, true).unwrap(), false).unwrap();
+                let theirs = candle_nn::Module::forward(
+                    &l2,
+                    &candle_nn::Module::forward(&l1, &xt)
+                        .unwrap()
+                        .relu()
+                        .unwrap(),
+                )
+                .unwrap();
                 assert_eq!(
-                    bits(g1.get(v).unwrap()),
-                    bits(g2.get(v).unwrap()),
-                    "gradient of {:?} at {rows}x{inputs}x{hidden}x{outputs}",
-                    v.dims()
+                    bits(&ours),
+                    bits(&theirs),
+                    "{lead:?}x{inputs}x{hidden}x{outputs}"
                 );
+                let (g1, g2) = (
+                    loss(ours).backward().unwrap(),
+                    loss(theirs).backward().unwrap(),
+                );
+                let mut vars = vec![
+                    w1.as_tensor(),
+                    b1.as_tensor(),
+                    w2.as_tensor(),
+                    b2.as_tensor(),
+                ];
+                if input_var {
+                    vars.push(xv.as_tensor());
+                }
+                for v in vars {
+                    assert_eq!(
+                        bits(g1.get(v).unwrap()),
+                        bits(g2.get(v).unwrap()),
+                        "gradient of {:?} at {lead:?}x{inputs}x{hidden}x{outputs}",
+                        v.dims()
+                    );
+                }
             }
         }
     }

@@ -305,7 +305,7 @@ impl ConvForwardModel {
             .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(Encoded {
             state: self.from_state.forward(&maps[maps.len() - 1])?,
-            action: self.from_action.forward(&self.embeddings)?,
+            action: ops::dense(&self.from_action, &self.embeddings, false)?,
             sides,
             offsets,
         })
