@@ -306,7 +306,7 @@ impl Up {
         let (h, w) = self.in_hw;
         // Outputs of pixel (i, j) are ordered (row parity, column parity, channel); moving
         // the row parity in front of j puts every output row in place.
-        let y = super::ops::dense(&self.linear, x, false)?
+        let y = super::ops::linear(&self.linear, x)?
             .reshape((b * h, w, 2, 2 * self.cout))?
             .transpose(1, 2)?
             .contiguous()?;

@@ -41,9 +41,14 @@ pub fn relu(x: &Tensor) -> candle_core::Result<Tensor> {
     }
 }
 
-/// A linear layer: on `[B, in]` inputs candle's [`Linear`] with the bias added by
-/// [`add_bias`], on others candle's layer itself.
+/// A linear layer, `x W^T + b`: [`dense`] without the ReLU.
 pub fn linear(l: &Linear, x: &Tensor) -> candle_core::Result<Tensor> {
+    dense(l, x, false)
+}
+
+/// What [`dense`] does where its single node does not apply: on `[B, in]` inputs candle's
+/// product with the bias added by [`add_bias`], on others candle's layer itself.
+fn layer_ops(l: &Linear, x: &Tensor) -> candle_core::Result<Tensor> {
     if x.rank() != 2 {
         return candle_nn::Module::forward(l, x);
     }
@@ -57,7 +62,7 @@ pub fn linear(l: &Linear, x: &Tensor) -> candle_core::Result<Tensor> {
 /// The layer `l` on `[..., in]` inputs, `x W^T + b`, then a ReLU when `relu`: one node of
 /// the graph. A contiguous input of rank 3 or 4 is multiplied as `[N, in]` rows, as
 /// candle's `Linear` multiplies it. Without a bias, off the CPU, or on a strided input,
-/// [`linear`] and [`relu`].
+/// candle's product, [`add_bias`] and [`relu`], with the same values.
 ///
 /// ```
 /// use candle_core::{Device, Tensor};
@@ -91,7 +96,7 @@ pub fn dense(l: &Linear, x: &Tensor, relu: bool) -> candle_core::Result<Tensor> 
             }
         }
         _ => {
-            let y = linear(l, x)?;
+            let y = layer_ops(l, x)?;
             if relu {
                 self::relu(&y)
             } else {

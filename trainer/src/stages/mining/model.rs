@@ -305,7 +305,7 @@ impl ConvForwardModel {
             .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(Encoded {
             state: self.from_state.forward(&maps[maps.len() - 1])?,
-            action: ops::dense(&self.from_action, &self.embeddings, false)?,
+            action: ops::linear(&self.from_action, &self.embeddings)?,
             sides,
             offsets,
         })
