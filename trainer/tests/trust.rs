@@ -65,10 +65,16 @@ fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
     );
     let out = String::from_utf8_lossy(&run.stdout);
     assert!(out.contains("verdict: DOUBTFUL"), "{out}");
-    assert_eq!(
-        metrics(&bad.join("metrics.json"))["trust"]["verdict"],
-        "doubtful"
-    );
+    let m = metrics(&bad.join("metrics.json"));
+    assert_eq!(m["trust"]["verdict"], "doubtful");
+    // Mismatched rows are caught by the data alone, whatever V came out.
+    let matched = m["trust"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "transitions_match")
+        .unwrap();
+    assert_eq!(matched["pass"], false, "{matched}");
     let json: serde_json::Value =
         serde_json::from_str(&ok(&["inspect", bad.to_str().unwrap(), "--json"])).unwrap();
     assert_eq!(json["kind"], "run");

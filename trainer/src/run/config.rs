@@ -112,11 +112,44 @@ pub fn horizon_gamma(data: &Dataset) -> f64 {
     (1.0 - 1.0 / h).clamp(0.99, 0.995)
 }
 
+/// Target-network copies in a deep Q-learning run on continuous states (see
+/// [`q_schedule`]).
+pub const TARGET_COPIES: usize = 30;
+
+/// The fewest Q-learning steps between two target-network copies (see [`q_schedule`]).
+pub const MIN_TARGET_PERIOD: usize = 500;
+
+/// `(target_update, steps)` of deep Q-learning on `transitions` continuous-state rows at
+/// `batch_size`: one pass over the data between target-network copies (at least
+/// [`MIN_TARGET_PERIOD`] steps), and [`TARGET_COPIES`] copies.
+///
+/// With targets that follow the data's trajectories (`dqn.lambda`), each copy carries
+/// value the whole length of every trajectory, so what the run needs is a few dozen
+/// copies, each fitted over the whole data, rather than a number of steps: every copy
+/// also takes a maximum over bootstraps, which drifts upwards, and 60 copies ranked a
+/// large maze worse than 30 whatever the steps between them (docs/trust.md has the
+/// sweep).
+///
+/// ```
+/// use laq::run::config::q_schedule;
+/// // 200k transitions at batch 64: a copy every 3125 steps, 93 750 steps in all.
+/// assert_eq!(q_schedule(200_000, 64), (3125, 93_750));
+/// // Small data: at least 500 steps between copies.
+/// assert_eq!(q_schedule(10_000, 64), (500, 15_000));
+/// ```
+pub fn q_schedule(transitions: usize, batch_size: usize) -> (usize, usize) {
+    let period = transitions
+        .div_ceil(batch_size.max(1))
+        .max(MIN_TARGET_PERIOD);
+    (period, period * TARGET_COPIES)
+}
+
 impl TrainConfig {
     /// Defaults that suit `data`: the grid-world settings for small discrete state
     /// spaces; for continuous states a smaller forward model with larger batches (the
-    /// authors' Maze2D model is smaller still, 4-8-16-8) and the discount of the data's
-    /// horizon ([`horizon_gamma`]); the image settings for images.
+    /// authors' Maze2D model is smaller still, 4-8-16-8), the discount of the data's
+    /// horizon ([`horizon_gamma`]) and the Q-learning schedule of its size
+    /// ([`q_schedule`]); the image settings for images.
     pub fn for_data(data: &Dataset) -> Self {
         if data.is_image() {
             TrainConfig::images(&data.obs_shape)
@@ -125,6 +158,7 @@ impl TrainConfig {
         } else {
             let mut cfg = TrainConfig::continuous();
             cfg.dqn.gamma = horizon_gamma(data);
+            (cfg.dqn.target_update, cfg.dqn.steps) = q_schedule(data.len(), cfg.dqn.batch_size);
             cfg
         }
     }
@@ -173,10 +207,12 @@ impl TrainConfig {
         self.overlay(user)
     }
 
-    /// The settings for continuous states, before the discount is fitted to the data.
-    /// Q-learning runs 60k steps on targets that follow the data's own trajectories where
-    /// they beat the bootstrap (`dqn.lambda` 1, recomputed every 1000 steps): one-step
-    /// targets did not carry value across a large maze (docs/trust.md has the sweep).
+    /// The settings for continuous states, before the discount and the Q-learning
+    /// schedule are fitted to the data ([`TrainConfig::for_data`]). Q-learning learns
+    /// targets that follow the data's own trajectories where they beat the bootstrap
+    /// (`dqn.lambda` 1, recomputed at every target-network copy): one-step targets did not
+    /// carry value across a large maze (docs/trust.md has the sweep). The fixed 60k steps
+    /// with a copy every 1000 are what the Maze2D study runs.
     pub fn continuous() -> Self {
         let mut cfg = TrainConfig::default();
         cfg.mining.encoder = vec![64, 64];

@@ -40,6 +40,7 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained, source: &str) ->
         top_actions: cfg.top_actions,
         label_usage: usage,
         mining_loss: tr.labelled.mining_loss.clone(),
+        forward_model_gain: tr.forward_model_gain,
         q_loss: tr.q_loss.clone(),
         timings_s: tr.timings.iter().cloned().collect(),
         export_max_abs_error: tr.distill_max_abs_error,

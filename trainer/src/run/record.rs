@@ -106,6 +106,11 @@ pub struct RunMetrics {
     pub label_usage: Vec<usize>,
     /// Mean forward-model loss per tenth of mining (latent labels only).
     pub mining_loss: Option<Vec<f32>>,
+    /// Latent labels only: `1 - forward-model loss / loss of K clusters of s' alone`;
+    /// near 1 the latent actions are actions, near 0 clusters of s' (informs; not a trust
+    /// check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_model_gain: Option<f64>,
     /// Mean Q-learning loss per tenth of training.
     pub q_loss: Vec<f32>,
     /// Seconds per stage.
@@ -153,6 +158,12 @@ impl fmt::Display for RunMetrics {
         writeln!(f, "  Q-learning         {}", self.q)?;
         if let Some(p) = self.purity {
             writeln!(f, "  purity (state)     {p:.4}")?;
+        }
+        if let Some(g) = self.forward_model_gain {
+            writeln!(
+                f,
+                "  forward model      {g:.3} of the error of clustering s' alone explained"
+            )?;
         }
         if let Some(e) = self.export_max_abs_error {
             writeln!(

@@ -37,7 +37,10 @@ pub struct MazeStudy {
 
 impl Default for MazeStudy {
     fn default() -> Self {
-        // Any continuous dataset gets these settings from `laq train` as well.
+        // The continuous-state settings with a fixed schedule (60k steps, a target copy
+        // every 1000) for every run of the value study, so that sources and Q-learning
+        // variants compare at equal cost; the per-seed guidance models get `laq train`'s
+        // settings for the data, its schedule included.
         let train = TrainConfig::continuous();
         MazeStudy {
             layout: "umaze".into(),
@@ -295,11 +298,13 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                         s.map_or(f64::NAN, |p| p.spl),
                     ))
                 };
+                // `laq train`'s own settings for these data (its discount and Q-learning
+                // schedule), not the value study's fixed ones.
                 let cfg = TrainConfig {
                     seed: *seed,
                     labels: LabelSource::Latent,
                     q: QKind::Dqn,
-                    ..study.train.clone()
+                    ..TrainConfig::for_data(&data)
                 };
                 let trained = crate::run::train::train(&data, &cfg, device, None)?;
                 let (success, spl) = laq_of(&trained.model.to_bytes(false)?)?;
