@@ -72,6 +72,10 @@ pub struct Overrides {
     /// Steps of deep Q-learning (DQN, BCQ, CQL; default: 20000).
     #[arg(long)]
     pub dqn_steps: Option<usize>,
+    /// Q-functions from different seeds whose mean is exported as V (deep Q-learning;
+    /// default: 4 on continuous states, 1 otherwise).
+    #[arg(long)]
+    pub ensemble: Option<usize>,
     /// Q-learn only on transitions of the N most used labels (the paper's top 8).
     #[arg(long)]
     pub top_actions: Option<usize>,
@@ -111,6 +115,7 @@ impl Overrides {
                 self.anti_collapse.map(toml::Value::try_from).transpose()?,
             ),
             ("dqn.steps", int(self.dqn_steps)),
+            ("ensemble", int(self.ensemble)),
             ("top_actions", int(self.top_actions)),
             ("tabular.gamma", self.gamma.map(toml::Value::Float)),
             ("dqn.gamma", self.gamma.map(toml::Value::Float)),

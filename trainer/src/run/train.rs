@@ -7,9 +7,11 @@ use crate::export::ValueModel;
 use crate::stages::checkpoint::{Checkpointer, State};
 use crate::stages::labels::{self, Labelled};
 use crate::stages::qlearn::{self, DqnInputs, QKind, QNetwork, Table};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use candle_core::Device;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 /// Everything a run produced.
 pub struct Trained {
@@ -106,6 +108,7 @@ pub fn train(
         q => q,
     };
     let mut info = model_info(cfg);
+    let gain = forward_model_gain(&labelled, data, cfg.seed)?;
     let t = Instant::now();
     let out = match q_used {
         QKind::Tabular => {
@@ -126,8 +129,13 @@ pub fn train(
             let t = Instant::now();
             let second = match cfg.second_seed {
                 true => {
-                    let other =
-                        qlearn::tabular(qdata, &qlabels, qk, &cfg.tabular, second_seed(cfg.seed))?;
+                    let other = qlearn::tabular(
+                        qdata,
+                        &qlabels,
+                        qk,
+                        &cfg.tabular,
+                        member_seed(cfg.seed, 1),
+                    )?;
                     Some(
                         (0..data.len())
                             .map(|i| other.value(&data.obs_row(i)).unwrap_or(0.0) as f32)
@@ -143,13 +151,12 @@ pub fn train(
                 labels: &labelled.labels,
                 num_actions: labelled.num_actions,
                 values: &values,
-                second: second.as_deref(),
+                pair: second.as_deref().map(|o| (values.as_slice(), o)),
                 last_snapshots: None,
                 max_return: final_max_return(cfg, max_return),
                 shown_near_max: trust::shown_near_max(data, cfg.tabular.gamma, max_return),
             });
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
-            let gain = forward_model_gain(&labelled, data, cfg.seed)?;
             Trained {
                 labelled,
                 q_used,
@@ -181,137 +188,135 @@ pub fn train(
                 variant,
                 probe: Some(&probe),
             };
-            // The trust checks' second Q-function (another seed) runs beside the first
-            // where a core is free for it, after it otherwise; each is the same either
-            // way: its own networks and random stream.
-            let side_by_side = cfg.second_seed && crate::util::parallel::jobs(device) >= 2;
-            let second = || {
-                crate::util::progress::hidden(|| {
-                    qlearn::dqn(&inputs, &cfg.dqn, second_seed(cfg.seed), device, None)
-                })
+            let members = match (cfg.ensemble, cfg.second_seed) {
+                (0, _) => anyhow::bail!("`ensemble` must be at least 1"),
+                (1, true) => 2,
+                (k, _) => k,
             };
-            let (net, other) = std::thread::scope(|scope| -> Result<_> {
-                let beside = side_by_side.then(|| scope.spawn(second));
-                let net = qlearn::dqn(&inputs, &cfg.dqn, cfg.seed, device, ckpt)?;
-                let other = match beside {
-                    Some(h) => Some(
-                        h.join()
-                            .map_err(|_| anyhow::anyhow!("the second Q-learning run panicked"))??,
-                    ),
-                    None if cfg.second_seed => Some(second()?),
-                    None => None,
-                };
-                Ok((net, other))
-            })?;
-            let what = match (cfg.second_seed, side_by_side) {
-                (true, true) => format!("Q-learning ({name}, two seeds side by side)"),
-                (true, false) => format!("Q-learning ({name}, two seeds)"),
-                (false, _) => format!("Q-learning ({name})"),
-            };
-            timings.push((what, t.elapsed().as_secs_f64()));
+            let jobs = crate::util::parallel::jobs(device).min(members);
+            let nets = train_members(&inputs, cfg, members, jobs, device, ckpt)?;
+            timings.push((
+                match members {
+                    1 => format!("Q-learning ({name})"),
+                    k => format!("Q-learning ({name}, {k} seeds, {jobs} at a time)"),
+                },
+                t.elapsed().as_secs_f64(),
+            ));
             info.insert("q".to_string(), name.to_string());
-            let (model, err) = if net.imitation.is_some() {
-                // BCQ's V is a max over the actions its imitation network allows, which
-                // the format's max-Q head cannot express: export V itself (one output),
-                // fitted on the data's states by a network of the same kind.
-                let t = Instant::now();
-                let step = (qdata.len() / 20000).max(1);
-                let (fitted, err, what) = if net.net.is_conv() {
-                    let idx: Vec<usize> = (0..qdata.len()).step_by(step).collect();
-                    let channels = &cfg.dqn.conv.channels;
-                    let (f, e) = qlearn::fit_image(
-                        &net,
-                        qdata,
-                        &idx,
-                        channels,
-                        &cfg.distill,
-                        cfg.seed,
-                        device,
-                    )?;
-                    (f, e, "export (fit conv net to V)")
-                } else {
-                    let d = qdata.obs_dim();
-                    let states: Vec<f32> = (0..qdata.len())
-                        .step_by(step)
-                        .flat_map(|i| qdata.obs_row(i).into_owned())
-                        .collect();
-                    let v = net.values(&states, device)?;
-                    let (f, e) = qlearn::fit(&states, d, &v, 1, &cfg.distill, cfg.seed, device)?;
-                    (f, e, "export (fit MLP to V)")
-                };
-                timings.push((what.into(), t.elapsed().as_secs_f64()));
-                (
-                    ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?,
-                    Some(err),
-                )
-            } else {
-                (ValueModel::from_qnetwork(&net, cfg.dqn.gamma, info)?, None)
-            };
             let t = Instant::now();
             let all: Vec<usize> = (0..data.len()).collect();
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
             let shown_near_max = trust::shown_near_max(data, cfg.dqn.gamma, max_return);
-            let judge = |values: &[f32], second: Option<&[f32]>, net: &QNetwork, max_return| {
-                let snaps = &net.checkpoints;
-                let last_snapshots = match snaps.len() {
-                    0 | 1 => None,
-                    k => Some((snaps[k - 2].1.as_slice(), snaps[k - 1].1.as_slice())),
-                };
+            let judge = |values: &[f32],
+                         pair: Option<(&[f32], &[f32])>,
+                         judged: &[&QNetwork],
+                         max_return| {
+                let last = last_snapshots(judged);
                 trust::assess(&Evidence {
                     data,
                     labels: &labelled.labels,
                     num_actions: labelled.num_actions,
                     values,
-                    second,
-                    last_snapshots,
+                    pair,
+                    last_snapshots: last.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
                     max_return,
                     shown_near_max,
                 })
             };
-            let values = model.values_of(data, device)?;
-            let first_values = other
-                .as_ref()
-                .map(|o| o.values_of(data, &all, device))
-                .transpose()?;
-            let mut trust = judge(&values, first_values.as_deref(), &net, max_return);
-            let (mut model, mut net, mut selected) = (model, net, cfg.seed);
-            let mut other_values = first_values.clone();
-            // Oracle-free selection between the two Q-functions: the one whose V ranks the
-            // data's own rewarded trajectories better is exported (BCQ's exported V is a
-            // fitted network, which only the first gets).
-            if let (Some(o), None) = (other, &err) {
-                let second_model =
-                    ValueModel::from_qnetwork(&o, cfg.dqn.gamma, model.info.clone())?;
-                let second_values = second_model.values_of(data, device)?;
-                let second_trust = judge(&second_values, Some(&values), &o, max_return);
-                if trust::preferred(&second_trust, &trust) {
-                    (model, net, trust, selected) =
-                        (second_model, o, second_trust, second_seed(cfg.seed));
-                    other_values = Some(values);
-                }
-            }
-            if cfg.head != ValueHead::MaxQ || cfg.density.enabled {
-                model = finish(model, data, cfg, device)?;
-                let v = model.values_of(data, device)?;
-                trust = judge(
-                    &v,
-                    other_values.as_deref(),
-                    &net,
-                    final_max_return(cfg, max_return),
+            let values_of = |net: &QNetwork| net.values_of(data, &all, device);
+            // Seconds of the ensemble's export, which the trust checks' time excludes.
+            let mut exporting = 0.0;
+            // What the exported V is compared with: another seed's V, or (an ensemble) the
+            // means of its two halves.
+            let (model, err, values, judged, agreement): (_, _, _, Vec<&QNetwork>, _) = if cfg
+                .ensemble
+                >= 2
+            {
+                let t = Instant::now();
+                let member_values = nets.iter().map(values_of).collect::<Result<Vec<_>>>()?;
+                let (a, b) = member_values.split_at(members / 2);
+                let halves = (mean_of(a), mean_of(b));
+                let target = mean_of(&member_values);
+                let (fitted, err) = fit_v(&nets[0], data, &target, cfg, device)?;
+                let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?;
+                let values = model.values_of(data, device)?;
+                log::info!(
+                    "the mean V of {members} Q-functions fitted by one network: largest \
+                         error {err:.2e}, ranking of the data's states as the mean's at \
+                         Spearman {:.3}",
+                    crate::util::stats::spearman(&as_f64(&values), &as_f64(&target))
                 );
-            }
-            timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
-            model
-                .info
-                .insert("q_seed".to_string(), selected.to_string());
-            let gain = forward_model_gain(&labelled, data, cfg.seed)?;
+                let fitting = t.elapsed().as_secs_f64();
+                timings.push(("export (fit one network to the mean V)".into(), fitting));
+                exporting = fitting;
+                let judged = nets.iter().collect();
+                (model, Some(err), values, judged, Agreement::Halves(halves))
+            } else {
+                let first = &nets[0];
+                let (model, err) = if first.imitation.is_some() {
+                    // BCQ's V is a max over the actions its imitation network allows,
+                    // which the format's max-Q head cannot express: V itself is fitted.
+                    let (fitted, err) = fit_v(first, data, &values_of(first)?, cfg, device)?;
+                    let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?;
+                    (model, Some(err))
+                } else {
+                    (ValueModel::from_qnetwork(first, cfg.dqn.gamma, info)?, None)
+                };
+                let values = model.values_of(data, device)?;
+                match (nets.get(1), err) {
+                    // Oracle-free selection between the two Q-functions: the one whose
+                    // V the checks prefer is exported (BCQ's exported V is a fitted
+                    // network, which only the first gets).
+                    (Some(second), None) => {
+                        let other = values_of(second)?;
+                        let keep = judge(&values, Some((&values, &other)), &[first], max_return);
+                        let swap = judge(&other, Some((&other, &values)), &[second], max_return);
+                        if trust::preferred(&swap, &keep) {
+                            let info = model.info.clone();
+                            let model = ValueModel::from_qnetwork(second, cfg.dqn.gamma, info)?;
+                            (model, None, other, vec![second], Agreement::Other(values))
+                        } else {
+                            (model, None, values, vec![first], Agreement::Other(other))
+                        }
+                    }
+                    (Some(second), err) => {
+                        let other = values_of(second)?;
+                        (model, err, values, vec![first], Agreement::Other(other))
+                    }
+                    (None, err) => (model, err, values, vec![first], Agreement::None),
+                }
+            };
+            let (mut model, values) = if cfg.head != ValueHead::MaxQ || cfg.density.enabled {
+                let model = finish(model, data, cfg, device)?;
+                let values = model.values_of(data, device)?;
+                (model, values)
+            } else {
+                (model, values)
+            };
+            let pair = match &agreement {
+                Agreement::None => None,
+                Agreement::Other(other) => Some((values.as_slice(), other.as_slice())),
+                Agreement::Halves((a, b)) => Some((a.as_slice(), b.as_slice())),
+            };
+            let trust = judge(&values, pair, &judged, final_max_return(cfg, max_return));
+            timings.push(("trust checks".into(), t.elapsed().as_secs_f64() - exporting));
+            let seeds: Vec<String> = judged
+                .iter()
+                .filter_map(|j| nets.iter().position(|n| std::ptr::eq(n, *j)))
+                .map(|i| member_seed(cfg.seed, i).to_string())
+                .collect();
+            model.info.insert("q_seed".to_string(), seeds.join(","));
+            let first = nets
+                .into_iter()
+                .next()
+                .context("no Q-function was trained")?;
             Trained {
                 labelled,
                 q_used: variant,
                 table: None,
                 model,
-                q_loss: net.loss_curve.clone(),
-                qnet: Some(net),
+                q_loss: first.loss_curve.clone(),
+                qnet: Some(first),
                 distill_max_abs_error: err,
                 q_transitions: qdata.len(),
                 timings,
@@ -336,7 +341,7 @@ pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
     info
 }
 
-/// States the one-norm head and the density gate are fitted on, at most.
+/// States a fitted V, the one-norm head and the density gate are fitted on, at most.
 const FIT_STATES: usize = 20_000;
 
 /// The exported model with the head and the density gate the settings ask for: the
@@ -415,9 +420,133 @@ const ONE_NORM_FEATURES: usize = 8;
 /// Probe states whose V deep Q-learning records at each checkpoint.
 const PROBE_STATES: usize = 2000;
 
-/// The seed of the second Q-function the trust checks compare with.
-fn second_seed(seed: u64) -> u64 {
-    seed ^ 0x5ec0_0d5e
+/// The seed of Q-function `j` of a run: the run's own seed for the first.
+fn member_seed(seed: u64, j: usize) -> u64 {
+    seed ^ 0x5ec0_0d5e_u64.wrapping_mul(j as u64)
+}
+
+/// Deep Q-learning of `members` Q-functions on the same inputs, from the seeds
+/// [`member_seed`], `jobs` at a time; the first shows its progress and saves it through
+/// `ckpt`, the others run without (a resumed run trains them again, to the same result).
+fn train_members(
+    inputs: &DqnInputs<'_>,
+    cfg: &TrainConfig,
+    members: usize,
+    jobs: usize,
+    device: &Device,
+    ckpt: Option<&mut Checkpointer>,
+) -> Result<Vec<QNetwork>> {
+    let next = AtomicUsize::new(1);
+    let slots: Vec<Mutex<Option<Result<QNetwork>>>> =
+        (0..members).map(|_| Mutex::new(None)).collect();
+    let rest = || loop {
+        let j = next.fetch_add(1, Ordering::Relaxed);
+        if j >= members {
+            break;
+        }
+        let seed = member_seed(cfg.seed, j);
+        let r = crate::util::progress::hidden(|| qlearn::dqn(inputs, &cfg.dqn, seed, device, None));
+        log::info!("Q-function {} of {members} trained", j + 1);
+        if let Ok(mut slot) = slots[j].lock() {
+            *slot = Some(r);
+        }
+    };
+    let first = std::thread::scope(|scope| {
+        for _ in 1..jobs {
+            scope.spawn(rest);
+        }
+        let first = qlearn::dqn(inputs, &cfg.dqn, cfg.seed, device, ckpt);
+        rest();
+        first
+    });
+    let mut nets = vec![first?];
+    for (j, slot) in slots.into_iter().enumerate().skip(1) {
+        let net = slot
+            .into_inner()
+            .ok()
+            .flatten()
+            .with_context(|| format!("Q-function {} of {members} did not finish", j + 1))?;
+        nets.push(net.with_context(|| format!("Q-function {} of {members}", j + 1))?);
+    }
+    Ok(nets)
+}
+
+/// What the exported V is compared with by the agreement check.
+enum Agreement {
+    None,
+    /// V of the other Q-function (two seeds).
+    Other(Vec<f32>),
+    /// The means of the ensemble's two halves.
+    Halves((Vec<f32>, Vec<f32>)),
+}
+
+/// The element-wise mean of equally long value lists.
+fn mean_of(vs: &[Vec<f32>]) -> Vec<f32> {
+    let n = vs.first().map_or(0, Vec::len);
+    (0..n)
+        .map(|i| vs.iter().map(|v| v[i]).sum::<f32>() / vs.len() as f32)
+        .collect()
+}
+
+fn as_f64(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64).collect()
+}
+
+/// V of the probe states at the last two checkpoints, averaged over `nets`.
+fn last_snapshots(nets: &[&QNetwork]) -> Option<(Vec<f32>, Vec<f32>)> {
+    let k = nets.iter().map(|n| n.checkpoints.len()).min()?;
+    if k < 2 {
+        return None;
+    }
+    let at = |c: usize| -> Vec<f32> {
+        let vs: Vec<Vec<f32>> = nets.iter().map(|n| n.checkpoints[c].1.clone()).collect();
+        mean_of(&vs)
+    };
+    Some((at(k - 2), at(k - 1)))
+}
+
+/// One network with one output fitted to `target`, V of every observation of `data`, for
+/// export where the format's max-Q head cannot express V (BCQ's allowed maximum, an
+/// ensemble's mean): a network of the kind of `like` (its input standardisation; for
+/// images its convolutions) on at most [`FIT_STATES`] evenly spaced observations.
+fn fit_v(
+    like: &QNetwork,
+    data: &Dataset,
+    target: &[f32],
+    cfg: &TrainConfig,
+    device: &Device,
+) -> Result<(QNetwork, f64)> {
+    let idx: Vec<usize> = (0..data.len())
+        .step_by((data.len() / FIT_STATES).max(1))
+        .collect();
+    let y: Vec<f32> = idx.iter().map(|&i| target[i]).collect();
+    if like.net.is_conv() {
+        let channels = &cfg.dqn.conv.channels;
+        qlearn::fit_image(
+            like,
+            data,
+            &idx,
+            &y,
+            channels,
+            &cfg.distill,
+            cfg.seed,
+            device,
+        )
+    } else {
+        let states: Vec<f32> = idx
+            .iter()
+            .flat_map(|&i| data.obs_row(i).into_owned())
+            .collect();
+        qlearn::fit(
+            &states,
+            data.obs_dim(),
+            &y,
+            1,
+            &cfg.distill,
+            cfg.seed,
+            device,
+        )
+    }
 }
 
 /// Rows of the sample that the dynamics check clusters.
@@ -544,21 +673,27 @@ pub fn top_labels(labels: &[u32], k: usize, n: usize) -> (Vec<usize>, Vec<u32>) 
 mod tests {
     use super::*;
 
+    /// 3000 U-maze transitions and continuous-state settings shrunk to seconds.
+    fn small_maze() -> (Dataset, TrainConfig) {
+        let data = crate::envs::maze2d::Maze::named("umaze")
+            .unwrap()
+            .generate(3000, 500, 3);
+        let mut cfg = TrainConfig::continuous();
+        cfg.mining.steps = 200;
+        cfg.mining.batch_size = 64;
+        cfg.dqn.steps = 300;
+        cfg.dqn.target_update = 50;
+        (data, cfg)
+    }
+
     /// A kill right after any checkpoint (mid-screening, mid-mining, mid-Q-learning, BCQ
     /// included) and a resume give the same model bytes as an uninterrupted run.
     #[test]
     fn resumed_runs_end_with_the_uninterrupted_model() {
         use crate::stages::checkpoint::{Checkpointer, Interrupted};
         let device = Device::Cpu;
-        let data = crate::envs::maze2d::Maze::named("umaze")
-            .unwrap()
-            .generate(3000, 500, 3);
-        let mut cfg = TrainConfig::continuous();
+        let (data, mut cfg) = small_maze();
         cfg.q = QKind::Bcq;
-        cfg.mining.steps = 200;
-        cfg.mining.batch_size = 64;
-        cfg.dqn.steps = 300;
-        cfg.dqn.target_update = 50;
         cfg.distill.steps = 50;
         let bytes = |t: &Trained| t.model.to_bytes(false).unwrap();
         let reference = bytes(&train(&data, &cfg, &device, None).unwrap());
@@ -582,6 +717,63 @@ mod tests {
             other.seed = 9;
             assert!(Checkpointer::resume(dir.path(), every, &id(&other)).is_err());
         }
+    }
+
+    /// An ensemble exports one network fitted to its members' mean V, compares its two
+    /// halves for the agreement check, names every member's seed, and resumes exactly.
+    #[test]
+    fn ensembles_export_the_fitted_mean_and_resume_exactly() {
+        use crate::stages::checkpoint::{Checkpointer, Interrupted};
+        let device = Device::Cpu;
+        let (data, mut cfg) = small_maze();
+        cfg.ensemble = 4;
+        cfg.distill.steps = 300;
+        let trained = train(&data, &cfg, &device, None).unwrap();
+        let bytes = trained.model.to_bytes(false).unwrap();
+        let m = laq_runtime::Model::new_checked(&bytes).unwrap();
+        assert_eq!(m.output_dim(), 1);
+        let seeds = &trained.model.info["q_seed"];
+        assert_eq!(seeds.split(',').count(), 4, "{seeds}");
+        assert!(trained.distill_max_abs_error.is_some());
+        let agreement = trained
+            .trust
+            .checks
+            .iter()
+            .find(|c| c.name == "seed_agreement")
+            .expect("the halves are compared");
+        assert!(agreement.value.is_finite(), "{}", trained.trust);
+        // The exported network ranks states like the mean of the members it was fitted to.
+        let all: Vec<usize> = (0..data.len()).collect();
+        let members: Vec<Vec<f32>> = (0..4)
+            .map(|j| {
+                let inputs = DqnInputs {
+                    data: &data,
+                    labels: &trained.labelled.labels,
+                    num_actions: trained.labelled.num_actions,
+                    variant: QKind::Dqn,
+                    probe: None,
+                };
+                let seed = member_seed(cfg.seed, j);
+                let net = qlearn::dqn(&inputs, &cfg.dqn, seed, &device, None).unwrap();
+                net.values_of(&data, &all, &device).unwrap()
+            })
+            .collect();
+        let exported = trained.model.values_of(&data, &device).unwrap();
+        let rho = crate::util::stats::spearman(&as_f64(&exported), &as_f64(&mean_of(&members)));
+        assert!(rho > 0.9, "fitted V vs the members' mean: {rho}");
+        // A kill mid-Q-learning and a resume end with the same bytes.
+        let id = serde_json::json!({ "config": &cfg });
+        let dir = tempfile::tempdir().unwrap();
+        let every = std::time::Duration::from_secs(3600);
+        let mut c = Checkpointer::new(dir.path(), every, &id).unwrap();
+        c.interrupt_at = Some(("q-learning".to_string(), 120));
+        let e = train(&data, &cfg, &device, Some(&mut c))
+            .err()
+            .expect("interrupted");
+        assert!(e.downcast_ref::<Interrupted>().is_some(), "{e:#}");
+        let mut c = Checkpointer::resume(dir.path(), every, &id).unwrap();
+        let resumed = train(&data, &cfg, &device, Some(&mut c)).unwrap();
+        assert!(resumed.model.to_bytes(false).unwrap() == bytes);
     }
 
     /// The convolutional path (image mining with screening restarts, then a convolutional

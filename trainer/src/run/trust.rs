@@ -100,9 +100,9 @@ pub struct Evidence<'a> {
     pub num_actions: usize,
     /// V of every observation of `data`, as the exported model computes it.
     pub values: &'a [f32],
-    /// V of every observation from a second Q-function, trained on the same labels from
-    /// another seed.
-    pub second: Option<&'a [f32]>,
+    /// V of every observation from two independent Q-learning runs on the same labels:
+    /// the exported one and another seed's, or the means of an ensemble's two halves.
+    pub pair: Option<(&'a [f32], &'a [f32])>,
     /// V of probe states at the last two checkpoints of training.
     pub last_snapshots: Option<(&'a [f32], &'a [f32])>,
     /// The largest possible return.
@@ -277,8 +277,8 @@ pub fn assess(e: &Evidence) -> Trust {
             ),
         ));
     }
-    if let Some(second) = e.second {
-        let a: Vec<f64> = e.values.iter().map(|&x| x as f64).collect();
+    if let Some((first, second)) = e.pair {
+        let a: Vec<f64> = first.iter().map(|&x| x as f64).collect();
         let b: Vec<f64> = second.iter().map(|&x| x as f64).collect();
         let rho = stats::spearman(&a, &b);
         checks.push(check(
@@ -287,8 +287,9 @@ pub fn assess(e: &Evidence) -> Trust {
             0.85,
             rho >= 0.85,
             format!(
-                "a second Q-function from another seed ranks the data's states like this one \
-                 at Spearman {rho:.2}; values that depend on the seed are noise"
+                "Q-learning from other seeds (another run, or the other half of the \
+                 ensemble) ranks the data's states alike at Spearman {rho:.2}; values that \
+                 depend on the seed are noise"
             ),
         ));
     }
@@ -380,7 +381,7 @@ mod tests {
             labels: &labels,
             num_actions: 2,
             values: &good,
-            second: Some(&good),
+            pair: Some((&good, &good)),
             last_snapshots: Some((&good, &good)),
             max_return: 1.0,
             shown_near_max: 0.0,
@@ -391,7 +392,7 @@ mod tests {
         let reversed: Vec<f32> = good.iter().map(|v| 1.0 - v).collect();
         let bad = assess(&Evidence {
             values: &flat,
-            second: Some(&reversed),
+            pair: Some((&flat, &reversed)),
             ..e
         });
         assert_eq!(bad.verdict, Verdict::Doubtful);

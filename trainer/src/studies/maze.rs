@@ -287,8 +287,9 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
                 g,
                 0,
             )?;
-            // Per seed: the model `laq train` exports (two Q-functions, the one the trust
-            // checks prefer), and the study's own first Q-function beside it.
+            // Per seed: the model `laq train` exports (on these continuous states, the
+            // fitted mean of an ensemble of Q-functions), and the study's own first
+            // Q-function beside it.
             let guide_seed = |(seed, bytes): &(u64, Vec<u8>)| -> Result<Value> {
                 let laq_of = |bytes: &[u8]| -> Result<(f64, f64)> {
                     let r = crate::studies::guidance::guidance_study(&maze, bytes, None, g, 0)?;

@@ -160,26 +160,31 @@ fn fit_head(
 /// Rows per minibatch when fitting a convolutional network.
 const FIT_BATCH: usize = 64;
 
-/// Fits a convolutional network with one output to `net`'s V on the observations `idx`
-/// of `data` (images), for export: BCQ's V is a max over the actions its imitation
-/// network allows, which the format's max-Q head cannot express, so V itself is fitted.
-/// The fitted network has `net`'s input standardisation, `channels` in its encoder and
-/// `cfg.hidden` after it; minibatch Adam (the learning rate drops x0.1 for the last
-/// third). Returns the network and its largest absolute error on those observations.
+/// Fits a convolutional network with one output to values `target` of the observations
+/// `idx` of `data` (images), for export: a V that the format's max-Q head cannot express
+/// (BCQ's, a max over the actions its imitation network allows; an ensemble's mean) is
+/// fitted itself. The fitted network has `net`'s input standardisation, `channels` in its
+/// encoder and `cfg.hidden` after it; minibatch Adam (the learning rate drops x0.1 for the
+/// last third). Returns the network and its largest absolute error on those observations.
+#[allow(clippy::too_many_arguments)]
 pub fn fit_image(
     net: &QNetwork,
     data: &Dataset,
     idx: &[usize],
+    target: &[f32],
     channels: &[usize],
     cfg: &DistillConfig,
     seed: u64,
     device: &Device,
 ) -> Result<(QNetwork, f64)> {
-    if idx.is_empty() {
-        bail!("fitting V needs at least one observation");
+    if idx.is_empty() || target.len() != idx.len() {
+        bail!(
+            "fitting V needs one value per observation ({} for {})",
+            target.len(),
+            idx.len()
+        );
     }
     let shape = ImageShape::new(&data.obs_shape, channels.len())?;
-    let target = net.values_of(data, idx, device)?;
     let norm = ChannelNorm::new(net.mean.clone(), net.std.clone());
     let d = shape.len();
     let (vm, vb) = nn::new_varmap(device);
@@ -224,7 +229,7 @@ pub fn fit_image(
     let pred = fitted.values_of(data, idx, device)?;
     let max_err = pred
         .iter()
-        .zip(&target)
+        .zip(target)
         .map(|(p, t)| (p - t).abs() as f64)
         .fold(0.0, f64::max);
     Ok((fitted, max_err))
