@@ -24,9 +24,9 @@ pub struct TrainConfig {
     #[serde(default)]
     pub top_actions: Option<usize>,
     /// Deep Q-learning: Q-functions trained from different seeds on the same labels. With
-    /// 2 or more, the exported V is their mean, fitted by one network; on continuous states
-    /// the mean of 4 ranked a maze under heavier physics at 0.83 where its members ranged
-    /// from 0.39 to 0.78 (docs/trust.md, "Ensembles").
+    /// 2 or more, the exported V is their mean, fitted by one network, and the trust
+    /// checks compare the means of the two halves (docs/trust.md, "Ensembles", has the
+    /// evidence).
     #[serde(default = "one")]
     pub ensemble: usize,
     /// With `ensemble = 1`, train a second Q-function from another seed for the trust

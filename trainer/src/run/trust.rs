@@ -118,8 +118,8 @@ const MATCH_SAMPLE: usize = 4000;
 /// `1 - median |s'_i - s_i| / median |s'_j - s_i|`, `j` another row of the data, over an
 /// evenly spaced sample of the rows with a next observation: near 0 when s' is no closer
 /// to its own s than to any other (shuffled or mismatched rows), and well above it for
-/// the data of a system whose next state follows from its state (0.35 on Atari frame
-/// stacks, 0.75 on the grid world, 0.97 on a point-mass maze).
+/// the data of a system whose next state follows from its state (docs/trust.md has its
+/// values on the data measured).
 ///
 /// ```
 /// use laq::data::Dataset;
