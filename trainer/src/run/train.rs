@@ -207,85 +207,87 @@ pub fn train(
             let all: Vec<usize> = (0..data.len()).collect();
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
             let shown_near_max = trust::shown_near_max(data, cfg.dqn.gamma, max_return);
-            let judge = |values: &[f32],
-                         pair: Option<(&[f32], &[f32])>,
-                         judged: &[&QNetwork],
-                         max_return| {
-                let last = last_snapshots(judged);
-                trust::assess(&Evidence {
-                    data,
-                    labels: &labelled.labels,
-                    num_actions: labelled.num_actions,
-                    values,
-                    pair,
-                    last_snapshots: last.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
-                    max_return,
-                    shown_near_max,
-                })
-            };
+            let judge =
+                |values: &[f32], pair: Option<(&[f32], &[f32])>, judged: &[usize], max_return| {
+                    let last = last_snapshots(&nets, judged);
+                    trust::assess(&Evidence {
+                        data,
+                        labels: &labelled.labels,
+                        num_actions: labelled.num_actions,
+                        values,
+                        pair,
+                        last_snapshots: last.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
+                        max_return,
+                        shown_near_max,
+                    })
+                };
             let values_of = |net: &QNetwork| net.values_of(data, &all, device);
-            // Seconds of the ensemble's export, which the trust checks' time excludes.
+            // Seconds spent fitting V for export, which the trust checks' time excludes.
             let mut exporting = 0.0;
+            let mut fit = |target: &[f32]| -> Result<(ValueModel, f64)> {
+                let t = Instant::now();
+                let (fitted, err) = fit_v(&nets[0], data, target, cfg, device)?;
+                let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info.clone())?;
+                let secs = t.elapsed().as_secs_f64();
+                timings.push(("export (fit one network to V)".into(), secs));
+                exporting += secs;
+                Ok((model, err))
+            };
             // What the exported V is compared with: another seed's V, or (an ensemble) the
             // means of its two halves.
-            let (model, err, values, judged, agreement): (_, _, _, Vec<&QNetwork>, _) = if cfg
-                .ensemble
-                >= 2
-            {
-                let t = Instant::now();
-                let member_values = nets.iter().map(values_of).collect::<Result<Vec<_>>>()?;
-                let (a, b) = member_values.split_at(members / 2);
-                let halves = (mean_of(a), mean_of(b));
-                let target = mean_of(&member_values);
-                let (fitted, err) = fit_v(&nets[0], data, &target, cfg, device)?;
-                let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?;
-                let values = model.values_of(data, device)?;
-                log::info!(
-                    "the mean V of {members} Q-functions fitted by one network: largest \
+            let (model, err, values, judged, agreement): (_, _, _, Vec<usize>, _) =
+                if cfg.ensemble >= 2 {
+                    let member_values = nets.iter().map(values_of).collect::<Result<Vec<_>>>()?;
+                    let (a, b) = member_values.split_at(members / 2);
+                    let halves = (mean_of(a), mean_of(b));
+                    let target = mean_of(&member_values);
+                    let (model, err) = fit(&target)?;
+                    let values = model.values_of(data, device)?;
+                    log::info!(
+                        "the mean V of {members} Q-functions fitted by one network: largest \
                          error {err:.2e}, ranking of the data's states as the mean's at \
                          Spearman {:.3}",
-                    crate::util::stats::spearman(&as_f64(&values), &as_f64(&target))
-                );
-                let fitting = t.elapsed().as_secs_f64();
-                timings.push(("export (fit one network to the mean V)".into(), fitting));
-                exporting = fitting;
-                let judged = nets.iter().collect();
-                (model, Some(err), values, judged, Agreement::Halves(halves))
-            } else {
-                let first = &nets[0];
-                let (model, err) = if first.imitation.is_some() {
-                    // BCQ's V is a max over the actions its imitation network allows,
-                    // which the format's max-Q head cannot express: V itself is fitted.
-                    let (fitted, err) = fit_v(first, data, &values_of(first)?, cfg, device)?;
-                    let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info)?;
-                    (model, Some(err))
+                        crate::util::stats::spearman(&as_f64(&values), &as_f64(&target))
+                    );
+                    let judged = (0..members).collect();
+                    (model, Some(err), values, judged, Agreement::Halves(halves))
                 } else {
-                    (ValueModel::from_qnetwork(first, cfg.dqn.gamma, info)?, None)
-                };
-                let values = model.values_of(data, device)?;
-                match (nets.get(1), err) {
-                    // Oracle-free selection between the two Q-functions: the one whose
-                    // V the checks prefer is exported (BCQ's exported V is a fitted
-                    // network, which only the first gets).
-                    (Some(second), None) => {
-                        let other = values_of(second)?;
-                        let keep = judge(&values, Some((&values, &other)), &[first], max_return);
-                        let swap = judge(&other, Some((&other, &values)), &[second], max_return);
-                        if trust::preferred(&swap, &keep) {
-                            let info = model.info.clone();
-                            let model = ValueModel::from_qnetwork(second, cfg.dqn.gamma, info)?;
-                            (model, None, other, vec![second], Agreement::Other(values))
-                        } else {
-                            (model, None, values, vec![first], Agreement::Other(other))
+                    let first = &nets[0];
+                    let (model, err) = if first.imitation.is_some() {
+                        // BCQ's V is a max over the actions its imitation network allows,
+                        // which the format's max-Q head cannot express: V itself is fitted.
+                        let (model, err) = fit(&values_of(first)?)?;
+                        (model, Some(err))
+                    } else {
+                        (
+                            ValueModel::from_qnetwork(first, cfg.dqn.gamma, info.clone())?,
+                            None,
+                        )
+                    };
+                    let values = model.values_of(data, device)?;
+                    match (nets.get(1), err) {
+                        // Oracle-free selection between the two Q-functions: the one whose
+                        // V the checks prefer is exported (BCQ's exported V is a fitted
+                        // network, which only the first gets).
+                        (Some(second), None) => {
+                            let other = values_of(second)?;
+                            let keep = judge(&values, Some((&values, &other)), &[0], max_return);
+                            let swap = judge(&other, Some((&other, &values)), &[1], max_return);
+                            if trust::preferred(&swap, &keep) {
+                                let info = model.info.clone();
+                                let model = ValueModel::from_qnetwork(second, cfg.dqn.gamma, info)?;
+                                (model, None, other, vec![1], Agreement::Other(values))
+                            } else {
+                                (model, None, values, vec![0], Agreement::Other(other))
+                            }
                         }
+                        (Some(second), err) => {
+                            let other = values_of(second)?;
+                            (model, err, values, vec![0], Agreement::Other(other))
+                        }
+                        (None, err) => (model, err, values, vec![0], Agreement::None),
                     }
-                    (Some(second), err) => {
-                        let other = values_of(second)?;
-                        (model, err, values, vec![first], Agreement::Other(other))
-                    }
-                    (None, err) => (model, err, values, vec![first], Agreement::None),
-                }
-            };
+                };
             let (mut model, values) = if cfg.head != ValueHead::MaxQ || cfg.density.enabled {
                 let model = finish(model, data, cfg, device)?;
                 let values = model.values_of(data, device)?;
@@ -302,8 +304,7 @@ pub fn train(
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64() - exporting));
             let seeds: Vec<String> = judged
                 .iter()
-                .filter_map(|j| nets.iter().position(|n| std::ptr::eq(n, *j)))
-                .map(|i| member_seed(cfg.seed, i).to_string())
+                .map(|&j| member_seed(cfg.seed, j).to_string())
                 .collect();
             model.info.insert("q_seed".to_string(), seeds.join(","));
             let first = nets
@@ -492,14 +493,18 @@ fn as_f64(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
 }
 
-/// V of the probe states at the last two checkpoints, averaged over `nets`.
-fn last_snapshots(nets: &[&QNetwork]) -> Option<(Vec<f32>, Vec<f32>)> {
-    let k = nets.iter().map(|n| n.checkpoints.len()).min()?;
+/// V of the probe states at the last two checkpoints, averaged over the Q-functions
+/// `judged` of `nets`.
+fn last_snapshots(nets: &[QNetwork], judged: &[usize]) -> Option<(Vec<f32>, Vec<f32>)> {
+    let k = judged.iter().map(|&j| nets[j].checkpoints.len()).min()?;
     if k < 2 {
         return None;
     }
     let at = |c: usize| -> Vec<f32> {
-        let vs: Vec<Vec<f32>> = nets.iter().map(|n| n.checkpoints[c].1.clone()).collect();
+        let vs: Vec<Vec<f32>> = judged
+            .iter()
+            .map(|&j| nets[j].checkpoints[c].1.clone())
+            .collect();
         mean_of(&vs)
     };
     Some((at(k - 2), at(k - 1)))
@@ -508,7 +513,8 @@ fn last_snapshots(nets: &[&QNetwork]) -> Option<(Vec<f32>, Vec<f32>)> {
 /// One network with one output fitted to `target`, V of every observation of `data`, for
 /// export where the format's max-Q head cannot express V (BCQ's allowed maximum, an
 /// ensemble's mean): a network of the kind of `like` (its input standardisation; for
-/// images its convolutions) on at most [`FIT_STATES`] evenly spaced observations.
+/// images its convolutions) on at most [`FIT_STATES`] evenly spaced observations of all
+/// the data, which is what `laq predict` scores (Q-learning may have seen fewer rows).
 fn fit_v(
     like: &QNetwork,
     data: &Dataset,
@@ -774,6 +780,39 @@ mod tests {
         let mut c = Checkpointer::resume(dir.path(), every, &id).unwrap();
         let resumed = train(&data, &cfg, &device, Some(&mut c)).unwrap();
         assert!(resumed.model.to_bytes(false).unwrap() == bytes);
+    }
+
+    /// An ensemble on images exports a convolutional network with one output, which the
+    /// runtime evaluates like the trainer.
+    #[test]
+    fn image_ensembles_export_a_fitted_conv_net() {
+        let device = Device::Cpu;
+        let data = crate::envs::squares::moving_squares(200, 32, true, 2);
+        let mut cfg = TrainConfig::for_data(&data);
+        cfg.ensemble = 2;
+        cfg.mining.latent_actions = 3;
+        cfg.mining.steps = 20;
+        cfg.mining.restarts = 1;
+        cfg.mining.conv.channels = vec![4, 8];
+        cfg.dqn.conv.channels = vec![4, 8];
+        cfg.dqn.hidden = vec![16];
+        cfg.dqn.steps = 20;
+        cfg.dqn.target_update = 10;
+        cfg.distill.hidden = vec![16];
+        cfg.distill.steps = 20;
+        let trained = train(&data, &cfg, &device, None).unwrap();
+        let bytes = trained.model.to_bytes(false).unwrap();
+        let m = laq_runtime::Model::new_checked(&bytes).unwrap();
+        assert_eq!((m.output_dim(), m.num_conv()), (1, 2));
+        assert_eq!(trained.model.info["q_seed"].split(',').count(), 2);
+        let v = trained.model.values_of(&data, &device).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("value.safetensors");
+        std::fs::write(&file, &bytes).unwrap();
+        let from_runtime = crate::eval::predict::values(&file, &data).unwrap();
+        for (i, (a, b)) in from_runtime.iter().zip(&v).enumerate() {
+            assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{i}: {a} vs {b}");
+        }
     }
 
     /// The convolutional path (image mining with screening restarts, then a convolutional
