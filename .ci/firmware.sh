@@ -10,7 +10,7 @@
 #    and without its `images` feature, and the maze guidance crate (laq-maze).
 # 3. Fuzzes the model loader for FUZZ_SECONDS (default 60).
 # 4. If the grid and maze models exist, builds the firmware (without and with the
-#    runtime's `images` feature), runs it in QEMU (and `bench_m0` on a Cortex-M0, QEMU
+#    runtime's `int8` and `images` features), runs it in QEMU (and `bench_m0` on a Cortex-M0, QEMU
 #    microbit) and prints the size and instruction-count figures (tests/tests/firmware.rs
 #    asserts on them).
 # 5. Builds the C interface (laq-runtime-c) for thumbv7em-none-eabihf and, with the grid
@@ -86,15 +86,21 @@ if [[ -f "$model" && -f "$maze_model" ]]; then
     (
         cd firmware-examples
         cargo clippy --release --bins -- -D warnings
+        cargo clippy --release --bins --features int8 -- -D warnings
         cargo clippy --release --bins --features images -- -D warnings
-        cargo build --release --bins
+        cargo build --release --bins --features int8
         bin="${CARGO_TARGET_DIR:-target}/thumbv7em-none-eabihf/release"
         qemu=(qemu-system-arm -cpu cortex-m4 -machine mps2-an386 -nographic
               -semihosting-config enable=on,target=native)
         "${qemu[@]}" -kernel "$bin/grid_guide"
         "${qemu[@]}" -icount shift=0 -kernel "$bin/bench_mcu"
         "${qemu[@]}" -icount shift=0 -kernel "$bin/maze_guide"
-        echo "without images:"
+        echo "with int8:"
+        arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full"
+        # Firmware for f32 fully connected models: neither images nor int8 (replaced
+        # in place).
+        cargo build --release --bin size_base --bin size_eval --bin size_full --bin maze_guide
+        echo "without images or int8:"
         arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full" "$bin/maze_guide"
         # Image models: bench_image, and the size binaries again (replaced in place).
         cargo build --release --features images --bin bench_image \
@@ -103,7 +109,7 @@ if [[ -f "$model" && -f "$maze_model" ]]; then
         echo "with images:"
         arm-none-eabi-size "$bin/size_base" "$bin/size_eval" "$bin/size_full"
         # Cortex-M0 (no FPU, no DSP extension) on QEMU's microbit: f32 and int8.
-        cargo build --release --target thumbv6m-none-eabi --bin bench_m0
+        cargo build --release --target thumbv6m-none-eabi --features int8 --bin bench_m0
         qemu-system-arm -machine microbit -nographic \
             -semihosting-config enable=on,target=native -icount shift=0 \
             -kernel "${CARGO_TARGET_DIR:-target}/thumbv6m-none-eabi/release/bench_m0"

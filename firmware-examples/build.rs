@@ -81,13 +81,19 @@ fn main() {
     )
     .expect("write maze expectations");
 
-    let bench = bench_model(false);
-    let bench_i8 = bench_model(true);
+    let bench = bench_model(&[4, 128, 128, 8], false);
+    let bench_i8 = bench_model(&[4, 128, 128, 8], true);
+    // Every shape the int8 assembly treats apart: 4 inputs (rows of one word, 25 of
+    // them: an odd last row), 25 (not groups of four: the portable fallback), 24 (three
+    // pairs of groups: one alone, then two at a time), 20 (a group alone, then two
+    // pairs), 12 (a group and a pair alone); 20 and 7 rows end in a partial pass.
+    let shapes_i8 = bench_model(&[4, 25, 24, 20, 12, 7], true);
     let one_norm = one_norm_model();
     let conv = conv_model();
     fs::write(out.join("conv.safetensors"), &conv).expect("write conv model");
     fs::write(out.join("bench.safetensors"), &bench).expect("write bench model");
     fs::write(out.join("bench_i8.safetensors"), &bench_i8).expect("write bench model");
+    fs::write(out.join("shapes_i8.safetensors"), &shapes_i8).expect("write bench model");
     fs::write(out.join("one_norm.safetensors"), &one_norm).expect("write one_norm model");
 
     let mut code = String::new();
@@ -133,7 +139,11 @@ fn main() {
         "/// The benchmark input.\npub const BENCH_STATE: [f32; 4] = {state:?};"
     )
     .unwrap();
-    for (name, bytes) in [("BENCH", &bench), ("BENCH_I8", &bench_i8)] {
+    for (name, bytes) in [
+        ("BENCH", &bench),
+        ("BENCH_I8", &bench_i8),
+        ("SHAPES_I8", &shapes_i8),
+    ] {
         let model = load(bytes, Path::new(name));
         let mut scratch = vec![0.0f32; model.scratch_len()];
         let v = model
@@ -147,6 +157,12 @@ fn main() {
         )
         .unwrap();
         writeln!(code, "/// Multiply-accumulates per {name} model evaluation.\npub const {name}_MACS: usize = {};", model.macs()).unwrap();
+        writeln!(
+            code,
+            "/// Size of the {name} model file in bytes.\npub const {name}_LEN: usize = {};",
+            bytes.len()
+        )
+        .unwrap();
     }
     let model = load(&one_norm, Path::new("one_norm"));
     let mut scratch = vec![0.0f32; model.scratch_len()];
@@ -332,10 +348,9 @@ enum Data {
     I8(Vec<i8>),
 }
 
-/// The 4-128-128-8 benchmark MLP (max_q), weights from a fixed seed; with `int8`,
-/// every layer quantised per output row.
-fn bench_model(int8: bool) -> Vec<u8> {
-    let dims = [4usize, 128, 128, 8];
+/// A benchmark MLP (max_q) with layer widths `dims` (4 inputs first), weights from a
+/// fixed seed; with `int8`, every layer quantised per output row.
+fn bench_model(dims: &[usize], int8: bool) -> Vec<u8> {
     let mut rng = Lcg(0x5eed);
     let mut tensors: Vec<(String, Vec<usize>, Data)> = vec![
         (
@@ -375,11 +390,12 @@ fn bench_model(int8: bool) -> Vec<u8> {
         }
         tensors.push((format!("layers.{i}.bias"), vec![rows], Data::F32(bias)));
     }
+    let layers = (dims.len() - 1).to_string();
     let meta = [
         ("format", laq_runtime::format::NAME),
         ("version", "1"),
         ("input_dim", "4"),
-        ("num_layers", "3"),
+        ("num_layers", &layers),
         ("activation", "relu"),
         ("head", "max_q"),
         ("gamma", "0.95"),

@@ -148,7 +148,7 @@ enum laq_error
     LAQ_ERR_UNKNOWN_TENSOR = -9,
     /**
      * Not a `laq-value` file of a supported version (or an image model without the
-     * library's `images` feature).
+     * library's `images` feature, or int8 layers without its `int8` feature).
      */
     LAQ_ERR_UNSUPPORTED_FORMAT = -10,
     /**

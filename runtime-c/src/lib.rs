@@ -22,6 +22,8 @@
 //!   feature of the same name. Firmware that only runs fully connected models turns it
 //!   off to carry no convolution code. The header and [`LAQ_MODEL_SIZE`] are the same
 //!   either way.
+//! - `int8` (default): models with int8 layers, as the runtime's feature of the same
+//!   name. Firmware for f32 models turns it off to carry no int8 kernels.
 //!
 //! # Targets
 //!
@@ -92,7 +94,7 @@ pub enum laq_error {
     /// A tensor name the format does not define.
     LAQ_ERR_UNKNOWN_TENSOR = -9,
     /// Not a `laq-value` file of a supported version (or an image model without the
-    /// library's `images` feature).
+    /// library's `images` feature, or int8 layers without its `int8` feature).
     LAQ_ERR_UNSUPPORTED_FORMAT = -10,
     /// Required metadata is missing or invalid.
     LAQ_ERR_INVALID_METADATA = -11,
@@ -1175,11 +1177,19 @@ fn message(code: i32) -> &'static CStr {
         LAQ_ERR_DUPLICATE_TENSOR => c"tensor or metadata given twice",
         LAQ_ERR_MISSING_TENSOR => c"required tensor missing",
         LAQ_ERR_UNKNOWN_TENSOR => c"tensor name not defined by the format",
-        #[cfg(feature = "images")]
+        #[cfg(all(feature = "images", feature = "int8"))]
         LAQ_ERR_UNSUPPORTED_FORMAT => c"not a laq-value version 1 or 2 file",
-        #[cfg(not(feature = "images"))]
+        #[cfg(all(not(feature = "images"), feature = "int8"))]
         LAQ_ERR_UNSUPPORTED_FORMAT => {
             c"not a laq-value version 1 file (version 2, image models, needs the `images` feature)"
+        }
+        #[cfg(all(feature = "images", not(feature = "int8")))]
+        LAQ_ERR_UNSUPPORTED_FORMAT => {
+            c"not a laq-value version 1 or 2 file without int8 layers (they need the `int8` feature)"
+        }
+        #[cfg(not(any(feature = "images", feature = "int8")))]
+        LAQ_ERR_UNSUPPORTED_FORMAT => {
+            c"not a laq-value version 1 file without int8 layers (version 2, image models, needs the `images` feature; int8 layers the `int8` feature)"
         }
         LAQ_ERR_INVALID_METADATA => c"required metadata missing or invalid",
         LAQ_ERR_NON_FINITE => c"tensor contains NaN or infinity",

@@ -1,7 +1,8 @@
 //! The crate's `unsafe` code for hard-float ARM (Cortex-M4F, M7, M33, ...; the other
 //! module with `unsafe` is `x86.rs`, for x86-64 hosts): the f32 inner loop and the square
-//! root, in assembly, and on ARMv7E-M (with the DSP extension) the int8 layer loop
-//! ([`rows_i8`], audit notes at [`passes_i8`]).
+//! root, in assembly, and on ARMv7E-M (with the DSP extension and the `int8` feature)
+//! the int8 layers' loops: quantising and packing ([`pack_groups`]), the row sums
+//! ([`rows_i8`], audit notes at [`passes_i8`]) and the rescale ([`rescale`]).
 //!
 //! Compiled Rust loads each weight with its own `vldr`; [`block4`] loads four
 //! consecutive weights of a row with one `vldmia` and keeps four rows' sums in
@@ -21,8 +22,8 @@
 //! host with the portable code.
 #![allow(unsafe_code)]
 
-#[cfg(laq_dsp)]
-use crate::kernels::{Packed, PACKED_END};
+#[cfg(all(laq_dsp, feature = "int8"))]
+use crate::int8::{Packed, PACKED_END};
 use crate::portable::block4_portable;
 
 /// See [`block4_portable`]: `[sum_j rows[k][j] * x[j]; 4]` over `x.len() / 4 * 4`
@@ -93,10 +94,12 @@ pub(crate) fn block4(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
     sums
 }
 
-/// See `portable::rows_i8`: each row's exact i32 sum, three rows at a time,
-/// with the DSP extension's dual 16-bit multiply-accumulate (see [`passes_i8`]). Falls
-/// back to the portable code unless there are at least three rows, the row length is a
-/// multiple of 4 and the rows start 4-aligned (`ldrd` needs word alignment).
+/// See `portable::rows_i8`: each row's exact i32 sum, three rows at a time, with the
+/// DSP extension's dual 16-bit multiply-accumulate (see [`passes_i8`]); rows of exactly
+/// four inputs two at a time ([`rows_four_i8`]). Falls back to the portable code unless
+/// there are at least three rows, the row length is a multiple of 4 and the rows start
+/// 4-aligned (`ldrd` needs word alignment).
+#[cfg(all(laq_dsp, feature = "int8"))]
 #[inline]
 pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     let rows = sums.len();
@@ -113,8 +116,11 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     if !fits {
         return crate::portable::rows_i8_compact(x, q, cols, sums);
     }
+    if cols == 4 {
+        return rows_four_i8(words, q, sums);
+    }
     let x = words.as_ptr() as usize;
-    let frame = |out: &mut [i32], passes| [x, groups, cols, out.as_mut_ptr() as usize, passes];
+    let frame = |out: &mut [i32], passes| [groups, cols, x, out.as_mut_ptr() as usize, passes];
     let mut all = frame(sums, rows / 3);
     // SAFETY: the preconditions of `passes_i8`, checked above: `q` holds `rows >= 3 *
     // passes` rows of `cols = 4 * groups` bytes from a 4-aligned address, `sums` holds
@@ -132,28 +138,87 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     }
 }
 
-/// The int8 sums of `frame[4]` passes of three rows each. `frame` is `[x, groups, cols,
-/// out, passes]`: the packed activations (`kernels::Packed::words`), the number of
-/// groups of four inputs (`groups / 2` pairs, then whether one is left), the length of
-/// a row in bytes, where the sums go (three per pass) and the number of passes; `rows`
-/// is the first row.
+/// The sums of rows of exactly four inputs (a first layer over a small state): each row
+/// one word of weights against the group's two words, two rows per iteration with no
+/// per-pass work (6 instructions per row, against about 11 in a pass of three);
+/// `smuad` starts each sum. An odd last row: the last two rows again. Called by
+/// [`rows_i8`] with at least three rows of 4 bytes from a 4-aligned `q` and the two
+/// words of one group in `words`.
+#[cfg(all(laq_dsp, feature = "int8"))]
+fn rows_four_i8(words: &[u32], q: &[u8], sums: &mut [i32]) {
+    let rows = sums.len().min(q.len() / 4);
+    let (Some(&[a, b]), true) = (words.get(..2), rows >= 2) else {
+        return;
+    };
+    let run = |q: &[u8], out: &mut [i32], pairs: usize| {
+        // SAFETY: `pairs >= 1` iterations each read two words of `q` and write two
+        // sums; the callers below pass `q` with at least `2 * pairs` rows of 4 bytes
+        // from a 4-aligned address (`rows_i8` checked it) and `out` with at least
+        // `2 * pairs` sums. No stack, no other memory; flags and the listed registers
+        // only.
+        unsafe {
+            core::arch::asm!(
+                "2:",
+                "ldrd {w}, {v}, [{q}], #8",
+                "sxtb16 {t}, {w}",
+                "smuad {s}, {t}, {a}",
+                "sxtb16 {w}, {w}, ror #8",
+                "smlad {s}, {w}, {b}, {s}",
+                "sxtb16 {t}, {v}",
+                "smuad {u}, {t}, {a}",
+                "sxtb16 {v}, {v}, ror #8",
+                "smlad {u}, {v}, {b}, {u}",
+                "strd {s}, {u}, [{out}], #8",
+                "subs {n}, {n}, #1",
+                "bne 2b",
+                a = in(reg) a,
+                b = in(reg) b,
+                q = inout(reg) q.as_ptr() => _,
+                out = inout(reg) out.as_mut_ptr() => _,
+                n = inout(reg) pairs => _,
+                w = out(reg) _,
+                v = out(reg) _,
+                t = out(reg) _,
+                s = out(reg) _,
+                u = out(reg) _,
+                options(nostack),
+            );
+        }
+    };
+    run(q, sums, rows / 2);
+    if rows % 2 != 0 {
+        let last = rows - 2;
+        if let (Some(q), Some(out)) = (q.get(4 * last..), sums.get_mut(last..)) {
+            run(q, out, 1);
+        }
+    }
+}
+
+/// The int8 sums of `frame[4]` passes of three rows each. `frame` is `[groups, cols, x,
+/// out, passes]` (the first three loaded by one `ldm`): the number of groups of four
+/// inputs (`groups / 2` pairs, then whether one is left), the length of a row in bytes,
+/// the packed activations (`int8::Packed::words`), where the sums go (three per pass)
+/// and the number of passes; `rows` is the first row.
 ///
 /// Per word of four int8 weights `w0..w3` of a row: `sxtb16` gives the pair `(w0, w2)`
 /// and `sxtb16 ror #8` the pair `(w1, w3)`, and two `smlad`s multiply them with the two
-/// packed activation words and add both products to the row's sum. Eight inputs per
-/// iteration (one `ldm` of activations shared by the three rows, one `ldrd` of weights
-/// per row): 30 instructions per 24 multiply-accumulates. An odd group goes first,
-/// alone. The pass after a pass over rows `r..r + 3` starts at row `r + 3`, where the
+/// packed activation words and add both products to the row's sum. A pair of groups
+/// (eight inputs) takes one `ldm` of activations shared by the three rows and one
+/// `ldrd` of weights per row; the loop does two pairs per iteration (58 instructions per
+/// 48 multiply-accumulates). An odd group goes first, alone; with an odd number of
+/// pairs, the first enters the loop at its second half. The pass after a pass over rows `r..r + 3` starts at row `r + 3`, where the
 /// third row's pointer stopped. The loop needs 14 core registers: r6 and r7, which
 /// cannot be operands, are saved on the stack and restored, and the frame's address
 /// waits on the stack too.
 ///
-/// Audit notes: the loop over pairs of groups stops at the first pair whose first word
-/// equals [`PACKED_END`] (checked after each pair, so it runs at least once);
-/// `kernels::pack` writes the marker right after the groups, so the loop runs at most
-/// `pairs` times and its last `ldm` reads at most the four words from the marker on.
+/// Audit notes: with no pair (`groups < 2`) no activation word past the odd group is
+/// read. Otherwise the loop over pairs of groups stops at the first word equal to
+/// [`PACKED_END`] at the start of a pair, checked after every second pair counted
+/// from the last (so after at least one pair); `int8::pack` writes the marker right
+/// after the groups, so the loop handles at most `pairs` pairs and its last `ldm` reads
+/// at most the four words from the marker on.
 /// (A group's first word equals the marker only if two of its inputs are not finite, see
-/// `kernels::pack`; the loop then stops early and reads less.) So each pass reads at
+/// `int8::pack`; the loop then stops early and reads less.) So each pass reads at
 /// most `2 * groups + 4` words of activations and `4 * groups` bytes from each of its
 /// row pointers; the next pass starts where the third pointer stopped, at or before the
 /// next row, so the third row of every pass ends at or before the end of `q`. Memory
@@ -163,11 +228,12 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
 ///
 /// # Safety
 ///
-/// `frame[0]` points to a packing of `kernels::pack` with `groups > 0` groups that is
+/// `frame[0]` points to a packing of `int8::pack` with `groups > 0` groups that is
 /// live for the call (with at least two groups, its marker in place and four readable
 /// words from it); `cols == 4 * groups`; `rows` points to `3 * passes` consecutive rows
 /// of `cols` readable bytes each, 4-aligned; `frame[3]` points to `3 * passes` writable
 /// i32s; `passes > 0`.
+#[cfg(all(laq_dsp, feature = "int8"))]
 #[inline(never)]
 unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
     // SAFETY: the caller's contract, the audit notes above: every read is inside the
@@ -179,14 +245,14 @@ unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
         core::arch::asm!(
             "push {{r0, r6, r7}}",
             "1:",
-            "ldr lr, [r0]",
-            "ldr r3, [r0, #4]",
-            "ldr r11, [r0, #8]",
+            "ldm r0, {{r3, r11, lr}}",
             "add r10, r9, r11",
             "add r11, r10, r11",
             "movs r4, #0",
             "movs r5, #0",
             "mov r8, r4",
+            // r3 = pairs of groups; C: an odd group; Z: no pair (kept below: no
+            // instruction of the odd group sets flags).
             "lsrs r3, r3, #1",
             "bcc 2f",
             "ldrd r0, r1, [lr], #8",
@@ -206,10 +272,42 @@ unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
             "sxtb16 r6, r6, ror #8",
             "smlad r8, r6, r1, r8",
             "2:",
-            "cmp r3, #0",
             "beq 4f",
+            // C: an odd number of pairs; the first then enters the loop over two pairs
+            // at a time at its second half.
+            "lsrs r3, r3, #1",
             "ldm lr!, {{r0-r3}}",
+            "bcs 5f",
             "3:",
+            "ldrd r6, r7, [r9], #8",
+            "sxtb16 r12, r6",
+            "smlad r4, r12, r0, r4",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r4, r6, r1, r4",
+            "sxtb16 r12, r7",
+            "smlad r4, r12, r2, r4",
+            "sxtb16 r7, r7, ror #8",
+            "smlad r4, r7, r3, r4",
+            "ldrd r6, r7, [r10], #8",
+            "sxtb16 r12, r6",
+            "smlad r5, r12, r0, r5",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r5, r6, r1, r5",
+            "sxtb16 r12, r7",
+            "smlad r5, r12, r2, r5",
+            "sxtb16 r7, r7, ror #8",
+            "smlad r5, r7, r3, r5",
+            "ldrd r6, r7, [r11], #8",
+            "sxtb16 r12, r6",
+            "smlad r8, r12, r0, r8",
+            "sxtb16 r6, r6, ror #8",
+            "smlad r8, r6, r1, r8",
+            "sxtb16 r12, r7",
+            "smlad r8, r12, r2, r8",
+            "sxtb16 r7, r7, ror #8",
+            "smlad r8, r7, r3, r8",
+            "ldm lr!, {{r0-r3}}",
+            "5:",
             "ldrd r6, r7, [r9], #8",
             "sxtb16 r12, r6",
             "smlad r4, r12, r0, r4",
@@ -242,13 +340,11 @@ unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
             "bne 3b",
             "4:",
             "ldr r0, [sp]",
-            "ldr r1, [r0, #12]",
+            "ldrd r1, r2, [r0, #12]",
             "stmia r1!, {{r4, r5, r8}}",
-            "str r1, [r0, #12]",
             "mov r9, r11",
-            "ldr r1, [r0, #16]",
-            "subs r1, #1",
-            "str r1, [r0, #16]",
+            "subs r2, r2, #1",
+            "strd r1, r2, [r0, #12]",
             "bne 1b",
             "pop {{r0, r6, r7}}",
             inout("r0") frame.as_mut_ptr() => _,
@@ -266,6 +362,136 @@ unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
             end = const PACKED_END,
         );
     }
+}
+
+/// See `portable::pack_groups`, four inputs per iteration: one `vldmia`, four products
+/// and four sums on the FPU (the same operations as the portable code), the four
+/// results' low halves put together by two `pkhbt`s, one `strd`: 16 instructions per
+/// group instead of about 30 compiled.
+#[cfg(all(laq_dsp, feature = "int8"))]
+pub(crate) fn pack_groups(words: &mut [u32], groups: usize, inv: f32) {
+    let groups = groups.min(words.len() / 4);
+    if groups == 0 {
+        return;
+    }
+    // SAFETY: the loop reads `4 * groups` words from `words` (which holds them) and
+    // writes `2 * groups`, the write pointer never ahead of the read pointer, so only
+    // words of the exclusively borrowed slice are touched; word accesses are aligned
+    // (a `&mut [u32]`). s0-s5 are declared clobbered; the stack is not used.
+    unsafe {
+        core::arch::asm!(
+            "vmov s4, {inv}",
+            "vmov s5, {round}",
+            "mov {dst}, {src}",
+            "2:",
+            "vldmia {src}!, {{s0-s3}}",
+            "vmul.f32 s0, s0, s4",
+            "vmul.f32 s1, s1, s4",
+            "vmul.f32 s2, s2, s4",
+            "vmul.f32 s3, s3, s4",
+            "vadd.f32 s0, s0, s5",
+            "vadd.f32 s1, s1, s5",
+            "vadd.f32 s2, s2, s5",
+            "vadd.f32 s3, s3, s5",
+            "vmov {a}, {b}, s0, s1",
+            "vmov {c}, {d}, s2, s3",
+            "pkhbt {a}, {a}, {c}, lsl #16",
+            "pkhbt {b}, {b}, {d}, lsl #16",
+            "strd {a}, {b}, [{dst}], #8",
+            "subs {n}, {n}, #1",
+            "bne 2b",
+            inv = in(reg) inv.to_bits(),
+            round = in(reg) crate::int8::ROUND.to_bits(),
+            src = inout(reg) words.as_mut_ptr() => _,
+            dst = out(reg) _,
+            n = inout(reg) groups => _,
+            a = out(reg) _,
+            b = out(reg) _,
+            c = out(reg) _,
+            d = out(reg) _,
+            out("s0") _,
+            out("s1") _,
+            out("s2") _,
+            out("s3") _,
+            out("s4") _,
+            out("s5") _,
+            options(nostack),
+        );
+    }
+}
+
+/// See `portable::rescale`: with the ReLU and 4-aligned scales and biases, two rows per
+/// iteration in assembly (21 instructions: the same operations in the same order as the
+/// portable code, `vmla` not being fused; the ReLU a `bic` of the sign, the largest
+/// value tracked as unsigned bits, which order non-negative floats), the last odd row
+/// and every other case in the portable code.
+#[cfg(all(laq_dsp, feature = "int8"))]
+pub(crate) fn rescale(y: &mut [f32], scale: &[u8], bias: &[u8], x_scale: f32, relu: bool) -> u32 {
+    let aligned = scale.as_ptr() as usize % 4 == 0 && bias.as_ptr() as usize % 4 == 0;
+    let pairs = (y.len() / 2).min(scale.len() / 8).min(bias.len() / 8);
+    if !relu || !aligned || pairs == 0 {
+        return crate::portable::rescale(y, scale, bias, x_scale, relu);
+    }
+    let done = 2 * pairs;
+    let mut max: u32;
+    // SAFETY: the loop reads and writes `2 * pairs` words of `y` and reads as many of
+    // `scale` and `bias`, each of which holds at least that many (checked above); all
+    // three start 4-aligned (`y` is a `&mut [f32]`, the others checked), as `vldmia`
+    // needs. s0-s4 are declared clobbered; the stack is not used.
+    unsafe {
+        core::arch::asm!(
+            "vmov s4, {xs}",
+            "movs {m}, #0",
+            "2:",
+            "vldmia {y}, {{s0-s1}}",
+            "vcvt.f32.s32 s0, s0",
+            "vcvt.f32.s32 s1, s1",
+            "vldmia {sc}!, {{s2-s3}}",
+            "vmul.f32 s0, s0, s2",
+            "vmul.f32 s1, s1, s3",
+            "vldmia {b}!, {{s2-s3}}",
+            // Not fused: the product rounded, then the sum, as the portable code.
+            "vmla.f32 s2, s0, s4",
+            "vmla.f32 s3, s1, s4",
+            "vmov {v}, {w}, s2, s3",
+            "bic {v}, {v}, {v}, asr #31",
+            "bic {w}, {w}, {w}, asr #31",
+            "cmp {m}, {v}",
+            "it lo",
+            "movlo {m}, {v}",
+            "cmp {m}, {w}",
+            "it lo",
+            "movlo {m}, {w}",
+            "strd {v}, {w}, [{y}], #8",
+            "subs {n}, {n}, #1",
+            "bne 2b",
+            xs = in(reg) x_scale.to_bits(),
+            m = out(reg) max,
+            y = inout(reg) y.as_mut_ptr() => _,
+            sc = inout(reg) scale.as_ptr() => _,
+            b = inout(reg) bias.as_ptr() => _,
+            n = inout(reg) pairs => _,
+            v = out(reg) _,
+            w = out(reg) _,
+            out("s0") _,
+            out("s1") _,
+            out("s2") _,
+            out("s3") _,
+            out("s4") _,
+            options(nostack),
+        );
+    }
+    let rest = match (
+        y.get_mut(done..),
+        scale.get(4 * done..),
+        bias.get(4 * done..),
+    ) {
+        (Some(y), Some(scale), Some(bias)) => {
+            crate::portable::rescale(y, scale, bias, x_scale, relu)
+        }
+        _ => 0,
+    };
+    rest.max(max << 1)
 }
 
 /// `sqrt(v)` with the FPU's `vsqrt.f32`: correctly rounded, like `libm::sqrtf` (which

@@ -44,7 +44,8 @@ pub enum Error {
     UnknownTensor,
     /// `format` is not `laq-value` or `version` is neither `1` nor `2` (or either is
     /// missing); without the `images` feature also an image model (`version` `2`, or
-    /// any file with a `conv.*` tensor).
+    /// any file with a `conv.*` tensor), without the `int8` feature a file with int8
+    /// weights.
     UnsupportedFormat,
     /// Required metadata is missing or has an invalid value (e.g. an image model's
     /// `input_shape` too small for `num_conv` halvings, or an
@@ -110,11 +111,19 @@ impl Error {
             Error::DuplicateTensor => "tensor or metadata given twice",
             Error::MissingTensor => "required tensor missing",
             Error::UnknownTensor => "tensor name not defined by the format",
-            #[cfg(feature = "images")]
+            #[cfg(all(feature = "images", feature = "int8"))]
             Error::UnsupportedFormat => "not a laq-value version 1 or 2 file",
-            #[cfg(not(feature = "images"))]
+            #[cfg(all(not(feature = "images"), feature = "int8"))]
             Error::UnsupportedFormat => {
                 "not a laq-value version 1 file (version 2, image models, needs the `images` feature)"
+            }
+            #[cfg(all(feature = "images", not(feature = "int8")))]
+            Error::UnsupportedFormat => {
+                "not a laq-value version 1 or 2 file without int8 layers (they need the `int8` feature)"
+            }
+            #[cfg(not(any(feature = "images", feature = "int8")))]
+            Error::UnsupportedFormat => {
+                "not a laq-value version 1 file without int8 layers (version 2, image models, needs the `images` feature; int8 layers the `int8` feature)"
             }
             Error::InvalidMetadata => "required metadata missing or invalid",
             Error::NonFinite => "tensor contains NaN or infinity",

@@ -5,8 +5,8 @@
 use crate::format::{CONV_KERNEL, CONV_PADDING, CONV_STRIDE};
 use crate::kernels::{le_at, linear, Weights};
 use crate::slots::{
-    bias_slot, scale_slot, weight_slot, SLOT_DENSITY_DIMS, SLOT_DENSITY_MEANS,
-    SLOT_DENSITY_VARIANCES, SLOT_DENSITY_WEIGHTS, SLOT_INPUT_MEAN, SLOT_INPUT_SCALE,
+    bias_slot, weight_slot, SLOT_DENSITY_DIMS, SLOT_DENSITY_MEANS, SLOT_DENSITY_VARIANCES,
+    SLOT_DENSITY_WEIGHTS, SLOT_INPUT_MEAN, SLOT_INPUT_SCALE,
 };
 #[cfg(feature = "images")]
 use crate::slots::{conv_bias_slot, conv_weight_slot};
@@ -104,19 +104,23 @@ impl Model<'_> {
         let layers = self.num_layers();
         let mut front = true;
         let mut out = 0..0;
+        let mut x_max = None;
         for (i, pair) in self.layout.widths.windows(2).enumerate().take(layers) {
             let (cols, rows) = match pair {
                 &[cols, rows] => (cols as usize, rows as usize),
                 _ => (0, 0),
             };
+            #[cfg(feature = "int8")]
             let weights = if self.layout.int8 & (1 << i) != 0 {
                 Weights::I8 {
                     q: self.bytes(weight_slot(i)),
-                    scale: self.bytes(scale_slot(i)),
+                    scale: self.bytes(crate::slots::scale_slot(i)),
                 }
             } else {
                 Weights::F32(self.f32s(weight_slot(i)))
             };
+            #[cfg(not(feature = "int8"))]
+            let weights = Weights::F32(self.f32s(weight_slot(i)));
             let bias = self.bytes(bias_slot(i));
             let relu = i + 1 < layers;
             // Ping-pong between the front and the back of the buffer: the input of a
@@ -127,7 +131,7 @@ impl Model<'_> {
                     .split_at_mut_checked(split)
                     .ok_or(Error::BufferTooSmall)?;
                 let x = lo.get_mut(..cols).ok_or(Error::BufferTooSmall)?;
-                linear(weights, bias, x, hi, relu);
+                x_max = linear(weights, bias, x, x_max, hi, relu);
                 out = split..need;
             } else {
                 let split = need.checked_sub(cols).ok_or(Error::BufferTooSmall)?;
@@ -135,7 +139,7 @@ impl Model<'_> {
                     .split_at_mut_checked(split)
                     .ok_or(Error::BufferTooSmall)?;
                 let y = lo.get_mut(..rows).ok_or(Error::BufferTooSmall)?;
-                linear(weights, bias, hi, y, relu);
+                x_max = linear(weights, bias, hi, x_max, y, relu);
                 out = 0..rows;
             }
             front = !front;
@@ -220,7 +224,7 @@ impl Model<'_> {
                         };
                     }
                 }
-                linear(weights, bias, patch, out, true);
+                linear(weights, bias, patch, None, out, true);
             }
             (h, w) = (ho, wo);
         }

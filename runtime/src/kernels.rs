@@ -54,6 +54,7 @@ fn le(chunk: &[u8]) -> f32 {
 pub(crate) enum Weights<'a> {
     F32(F32s<'a>),
     /// Int8 weights with one f32 scale per output row: `w = q * scale[row]`.
+    #[cfg(feature = "int8")]
     I8 {
         q: &'a [u8],
         scale: &'a [u8],
@@ -164,153 +165,37 @@ fn matvec_le(w: &[u8], bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
     }
 }
 
-/// Marks the end of the packed groups for the assembly loop (`arm::passes_i8`): a word
-/// whose low half is -32768, which no activation takes (they lie in `-32767..=32767`).
-pub(crate) const PACKED_END: u32 = 0x8000_8000;
-
-/// The largest |activation| of a layer with `cols` inputs once quantised to integers:
-/// with int8 weights (|w| <= 128) every partial sum of a row is bounded by
-/// `cols * 128 * range <= i32::MAX`, so the i32 accumulators never overflow; 32 767
-/// (int16) up to 512 columns, fewer levels beyond.
-fn act_range(cols: usize) -> i32 {
-    let per_level = u32::try_from(cols)
-        .unwrap_or(u32::MAX)
-        .saturating_mul(128)
-        .max(1);
-    (i32::MAX as u32 / per_level).min(i16::MAX as u32) as i32
-}
-
-/// A layer's input quantised to integers `xq` (`x ~ xq * scale`) and packed in place
-/// over its f32 values, in the order the dual 16-bit multiply-accumulate wants.
-///
-/// Each group of four inputs `x0..x3` becomes two words, `x0 | x2 << 16` then
-/// `x1 | x3 << 16`: sign-extending bytes 0 and 2 of a word of four int8 weights gives
-/// the pair `(w0, w2)`, bytes 1 and 3 the pair `(w1, w3)`, each multiplied with its
-/// word by one instruction. With at least two groups, [`PACKED_END`] follows them
-/// (the assembly loop stops on it). The `cols % 4` last inputs stay where they were,
-/// one word each (offset by 32 768). Built only by [`pack`], which upholds these
-/// invariants for the assembly.
-pub(crate) struct Packed<'a> {
-    words: &'a [u32],
-    groups: usize,
-}
-
-impl Packed<'_> {
-    /// The whole buffer, `x.len()` words, starting with the `2 * groups()` of the groups.
-    pub(crate) fn words(&self) -> &[u32] {
-        self.words
-    }
-
-    /// Complete groups of four inputs.
-    pub(crate) fn groups(&self) -> usize {
-        self.groups
-    }
-
-    /// Input `j` as quantised: in a group, the half of its pair's word (inputs 0 and 2
-    /// of a group in the first word, 1 and 3 in the second); past the groups, a word.
-    #[inline(always)]
-    pub(crate) fn get(&self, j: usize) -> i32 {
-        let in_groups = j < 4 * self.groups;
-        let at = if in_groups { j / 4 * 2 + j % 2 } else { j };
-        let w = self.words.get(at).copied().unwrap_or(0);
-        if in_groups {
-            i32::from((w >> ((j & 2) * 8)) as i16)
-        } else {
-            (w as i32).wrapping_sub(32768)
-        }
-    }
-}
-
-/// Quantises `x` to `-range..=range` with one scale for the whole vector (its largest
-/// magnitude maps to `range`, see [`act_range`]) and packs it in place (see
-/// [`Packed`]); returns the packing and the largest magnitude.
-///
-/// `v * inv + 32768.5` lies in `0.5..=65535.5` (|v| <= max), so the conversion, which
-/// truncates, rounds `v * inv` to the nearest integer plus 32 768; the 16-bit halves
-/// of a packed word then become two's complement with one `^ 0x8000_8000`. An input
-/// with an infinity or a NaN gives a scale that is not finite, so the outputs are not
-/// either (their bits may differ between targets); such inputs quantise to -32 768.
-fn pack(x: &mut [f32]) -> Option<(Packed<'_>, f32)> {
-    let cols = x.len();
-    // The largest magnitude, compared as bits without the sign (monotonic in |v|).
-    let mut max_bits = 0u32;
-    for &v in x.iter() {
-        max_bits = max_bits.max(v.to_bits() << 1);
-    }
-    // At least 2^-100, so that an input of zeros (a layer whose ReLUs are all off)
-    // quantises to zeros with a finite `inv`.
-    let max = f32::from_bits((max_bits >> 1).max(0x0d80_0000));
-    let range = act_range(cols) as f32;
-    let inv = range / max;
-    let words: &mut [u32] = bytemuck::try_cast_slice_mut(x).ok()?;
-    for w in words.iter_mut() {
-        *w = (f32::from_bits(*w) * inv + 32768.5) as u32;
-    }
-    let groups = cols / 4;
-    // Group `g` moves from words 4g.. to 2g..: never over a group still to be read.
-    for g in 0..groups {
-        if let Some(&[q0, q1, q2, q3]) = words.get(4 * g..4 * g + 4) {
-            if let Some([a, b]) = words.get_mut(2 * g..2 * g + 2) {
-                *a = (q0 | q2 << 16) ^ 0x8000_8000;
-                *b = (q1 | q3 << 16) ^ 0x8000_8000;
-            }
-        }
-    }
-    if groups >= 2 {
-        if let Some(w) = words.get_mut(2 * groups) {
-            *w = PACKED_END;
-        }
-    }
-    Some((Packed { words, groups }, max))
-}
-
-#[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
-use crate::portable::rows_i8;
-
-#[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
-use crate::arm::rows_i8;
-
-/// Int8 weights with one scale per row: the input quantised once to integers (see
-/// [`pack`]), each row's sum accumulated exactly in i32, then `sum * row_scale *
-/// x_scale + bias`. Integer sums do not depend on the order or the instructions, so the
-/// assembly and the portable code give the same sums, and the same f32 rescale gives
-/// bit-identical values on every target.
-fn matvec_i8(q: &[u8], scale: &[u8], bias: &[u8], x: &mut [f32], y: &mut [f32], relu: bool) {
-    let cols = x.len();
-    if cols == 0 {
-        return;
-    }
-    let Some((packed, max)) = pack(x) else {
-        return;
-    };
-    // The sums go to `y` first (as i32), then each becomes its f32 value in place.
-    let Ok(sums) = bytemuck::try_cast_slice_mut::<f32, i32>(y) else {
-        return;
-    };
-    rows_i8(&packed, q, cols, sums);
-    let x_scale = max / act_range(cols) as f32;
-    let rows = scale.chunks_exact(4).zip(bias.chunks_exact(4));
-    for (v, (sc, b)) in y.iter_mut().zip(rows) {
-        let s = v.to_bits() as i32;
-        *v = finish(s as f32 * le(sc) * x_scale, le(b), relu);
-    }
-}
-
 /// `y = W x + b`, then ReLU if `relu`. `W` is `[y.len(), x.len()]`, row-major; `bias`
 /// holds `y.len()` little-endian f32 values.
 /// An int8 layer quantises `x` and packs it in place (see [`pack`]): the input is
-/// consumed.
-pub(crate) fn linear(weights: Weights<'_>, bias: &[u8], x: &mut [f32], y: &mut [f32], relu: bool) {
+/// consumed. `x_max` is the input's largest magnitude (see [`magnitude`]) where the
+/// layer before returned it; an int8 layer returns its output's, so that the next one
+/// need not search for it.
+pub(crate) fn linear(
+    weights: Weights<'_>,
+    bias: &[u8],
+    x: &mut [f32],
+    x_max: Option<u32>,
+    y: &mut [f32],
+    relu: bool,
+) -> Option<u32> {
     match weights {
         Weights::F32(F32s::Aligned(w)) => matvec_f32(w, bias, x, y, relu),
         Weights::F32(F32s::Bytes(w)) => matvec_le(w, bias, x, y, relu),
-        Weights::I8 { q, scale } => matvec_i8(q, scale, bias, x, y, relu),
+        #[cfg(feature = "int8")]
+        Weights::I8 { q, scale } => {
+            return crate::int8::matvec_i8(q, scale, bias, x, x_max, y, relu)
+        }
     }
+    let _ = x_max;
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "int8")]
+    use crate::int8::{act_range, pack};
     use std::vec::Vec;
 
     fn values(n: usize, seed: u32) -> Vec<f32> {
@@ -342,6 +227,7 @@ mod tests {
                 Weights::F32(F32s::Aligned(&w)),
                 &b,
                 &mut x.clone(),
+                None,
                 &mut a,
                 false,
             );
@@ -349,6 +235,7 @@ mod tests {
                 Weights::F32(F32s::Bytes(&shifted[1..])),
                 &b,
                 &mut x.clone(),
+                None,
                 &mut u,
                 false,
             );
@@ -361,6 +248,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "int8")]
     #[test]
     fn relu_and_int8_row_scale() {
         let x = [1.0f32, 2.0, 3.0, 4.0, 5.0];
@@ -379,6 +267,7 @@ mod tests {
             },
             &bias,
             &mut x.clone(),
+            None,
             &mut y,
             true,
         );
@@ -391,9 +280,10 @@ mod tests {
     }
 
     /// The int8 kernel against a direct computation of its definition: inputs rounded to
-    /// `-range..=range` with one scale, exact integer sums, `sum * row_scale * x_scale +
+    /// `-range..=range` with one scale (to the nearest, ties to even), exact integer sums, `sum * row_scale * x_scale +
     /// bias`; every column count's layout (odd groups, tails, the marker) and row count's
     /// passes (a last pass of one or two rows).
+    #[cfg(feature = "int8")]
     #[test]
     fn int8_sums_are_exact() {
         for (rows, cols) in [
@@ -436,7 +326,7 @@ mod tests {
                 let q = &store[shift..];
                 let mut y = std::vec![0.0f32; rows];
                 let weights = Weights::I8 { q, scale: &scale };
-                linear(weights, &bias, &mut x.clone(), &mut y, false);
+                linear(weights, &bias, &mut x.clone(), None, &mut y, false);
                 let max = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
                 let range = act_range(cols) as f32;
                 let inv = if max > 0.0 && max < f32::INFINITY {
@@ -446,7 +336,7 @@ mod tests {
                 };
                 let xq: Vec<i64> = x
                     .iter()
-                    .map(|&v| ((v * inv + 32768.5) as i64) - 32768)
+                    .map(|&v| (v * inv).round_ties_even() as i64)
                     .collect();
                 for (r, &got) in y.iter().enumerate() {
                     let row = &w[r * cols..(r + 1) * cols];
@@ -464,6 +354,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "int8")]
     #[test]
     fn int8_portable_paths_agree() {
         for (rows, cols) in [
@@ -480,7 +371,7 @@ mod tests {
                 .iter()
                 .map(|v| (v * 128.0) as i8 as u8)
                 .collect();
-            let (packed, _) = pack(&mut x).unwrap();
+            let (packed, _) = pack(&mut x, None).unwrap();
             let mut a = std::vec![0i32; rows];
             let mut b = std::vec![1i32; rows];
             crate::portable::rows_i8_compact(&packed, &q, cols, &mut a);
@@ -494,6 +385,7 @@ mod tests {
 
     /// An input of zeros (a layer whose ReLUs are all off) gives the biases; one with a
     /// NaN gives NaN.
+    #[cfg(feature = "int8")]
     #[test]
     fn int8_degenerate_inputs() {
         let (rows, cols) = (5usize, 16usize);
@@ -506,14 +398,15 @@ mod tests {
             scale: &scale,
         };
         let mut y = std::vec![0.0f32; rows];
-        linear(w, &bias, &mut std::vec![0.0; cols], &mut y, false);
+        linear(w, &bias, &mut std::vec![0.0; cols], None, &mut y, false);
         assert_eq!(y, b);
         let mut x = values(cols, 5);
         x[3] = f32::NAN;
-        linear(w, &bias, &mut x, &mut y, false);
+        linear(w, &bias, &mut x, None, &mut y, false);
         assert!(y.iter().all(|v| v.is_nan()), "{y:?}");
     }
 
+    #[cfg(feature = "int8")]
     #[test]
     fn int8_range_bounds_every_sum() {
         for cols in [1usize, 4, 128, 512, 513, 1024, 4096, 1 << 20] {

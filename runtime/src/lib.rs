@@ -42,6 +42,12 @@
 //!   [`Model::batch_scratch_len`] elements (bit-identical values; about 4 KB more flash
 //!   on a Cortex-M4F where `select` is linked). Without it they go one state at a time
 //!   and [`Model::batch_scratch_len`] is [`Model::scratch_len`].
+//! - `int8` (default): models whose linear layers hold int8 weights (one f32 scale per
+//!   row), evaluated with integer sums (on ARMv7E-M in assembly with the DSP
+//!   extension's dual 16-bit multiply-accumulate). Firmware for f32 models turns it off
+//!   (`default-features = false`): it then carries no int8 kernels (about 1.6 KB less
+//!   flash on a Cortex-M4F, docs/runtime.md), and [`Model::new_checked`] refuses a file
+//!   with int8 weights with [`Error::UnsupportedFormat`].
 //! - `alloc`: `OwnedModel`, a model that owns its bytes (a `Vec<u8>`).
 //! - `defmt`: `defmt::Format` for the public types, for logging on the target.
 //!
@@ -87,6 +93,8 @@ mod batch;
 mod error;
 mod eval;
 pub mod format;
+#[cfg(feature = "int8")]
+mod int8;
 mod json;
 mod kernels;
 mod limits;

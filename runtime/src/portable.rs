@@ -3,7 +3,10 @@
 //! hard-float ARM and `arm::rows_i8` on ARMv7E-M compute the same sums (and fall back to
 //! these functions where their preconditions do not hold).
 
-use crate::kernels::Packed;
+#[cfg(feature = "int8")]
+use crate::int8::{magnitude, Packed};
+#[cfg(feature = "int8")]
+use crate::kernels::le_at;
 
 /// `[sum_j rows[k][j] * x[j]; 4]` over the columns of `x`, for a multiple of 4
 /// columns, each row accumulated left to right. Portable version: blocks of 4 rows x
@@ -49,14 +52,18 @@ pub(crate) fn block4_portable(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
 }
 
 /// `w * xq` added to `s`: exact, since the packing bounds every partial sum
-/// (`kernels::act_range`), so the wrapping operations never wrap.
+/// (`int8::act_range`), so the wrapping operations never wrap.
+#[cfg(feature = "int8")]
 #[inline(always)]
 fn mac(s: &mut i32, w: u8, xq: i32) {
     *s = s.wrapping_add(i32::from(w as i8).wrapping_mul(xq));
 }
 
 /// `s + sum_k w[k] * xq[k]` over four weights (see [`mac`]).
-#[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
+#[cfg(all(
+    feature = "int8",
+    not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))
+))]
 #[inline(always)]
 fn dot4(s: i32, w: &[u8], xq: [i32; 4]) -> i32 {
     let &[w0, w1, w2, w3] = w else {
@@ -73,7 +80,10 @@ fn dot4(s: i32, w: &[u8], xq: [i32; 4]) -> i32 {
 /// Writes to `sums[r]` the int8 sum `sum_j q[r][j] * xq[j]` of row `r` of `q`
 /// (`sums.len()` rows of `cols` bytes, read from any address): the portable path.
 /// Three rows at a time, so that they share the unpacking of each group of inputs.
-#[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
+#[cfg(all(
+    feature = "int8",
+    not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))
+))]
 pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     let head = 4 * x.groups();
     let mut rows = q.chunks_exact(cols.max(1));
@@ -116,7 +126,10 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
 
 /// What `rows_i8` computes, in less code (one input at a time): the fallback of
 /// `arm::rows_i8`, where the assembly does the work and flash is scarce.
-#[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
+#[cfg(all(
+    feature = "int8",
+    any(test, all(target_arch = "arm", target_abi = "eabihf", laq_dsp))
+))]
 pub(crate) fn rows_i8_compact(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     for (s, row) in sums.iter_mut().zip(q.chunks_exact(cols.max(1))) {
         *s = 0;
@@ -124,4 +137,42 @@ pub(crate) fn rows_i8_compact(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut 
             mac(s, w, x.get(j));
         }
     }
+}
+
+/// Packs `groups` groups of four inputs in place (see `int8::Packed`): group `g`
+/// moves from words `4g..` to `2g..`, never over a group still to be read.
+#[cfg(all(
+    feature = "int8",
+    not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))
+))]
+pub(crate) fn pack_groups(words: &mut [u32], groups: usize, inv: f32) {
+    use crate::int8::level;
+    for g in 0..groups {
+        if let Some(&[v0, v1, v2, v3]) = words.get(4 * g..4 * g + 4) {
+            if let Some([a, b]) = words.get_mut(2 * g..2 * g + 2) {
+                *a = level(v0, inv) | level(v2, inv) << 16;
+                *b = level(v1, inv) | level(v3, inv) << 16;
+            }
+        }
+    }
+}
+
+/// Turns the int8 layer's row sums in `y` (i32 bits) into its outputs in place: `sum *
+/// scale[r] * x_scale + bias[r]` (two products and a sum, each rounded, in that order),
+/// then, if `relu`, every value whose sign bit is set becomes +0.0 (a NaN stays a NaN:
+/// the scales make it positive). Returns the largest magnitude (see
+/// `int8::magnitude`).
+#[cfg(feature = "int8")]
+pub(crate) fn rescale(y: &mut [f32], scale: &[u8], bias: &[u8], x_scale: f32, relu: bool) -> u32 {
+    let mut max = 0;
+    for (r, v) in y.iter_mut().enumerate() {
+        let sum = v.to_bits() as i32;
+        let mut bits = (sum as f32 * le_at(scale, r) * x_scale + le_at(bias, r)).to_bits();
+        if relu {
+            bits &= !((bits as i32 >> 31) as u32);
+        }
+        *v = f32::from_bits(bits);
+        max = max.max(magnitude(*v));
+    }
+    max
 }

@@ -154,6 +154,10 @@ impl Layout {
         let is_weight = self.is_weight_slot(slot);
         let dtype_ok = match info.dtype {
             Dtype::F32 => slot != SLOT_DENSITY_DIMS,
+            // Int8 layers need the `int8` feature's kernels.
+            Dtype::I8 if is_weight && !cfg!(feature = "int8") => {
+                return Err(Error::UnsupportedFormat)
+            }
             Dtype::I8 => is_weight,
             Dtype::I32 => slot == SLOT_DENSITY_DIMS,
             Dtype::Other => false,

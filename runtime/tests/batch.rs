@@ -5,10 +5,13 @@
 
 mod common;
 
-use common::{mlp, with_gate, File, Lcg, Placed, Tensor};
+#[cfg(feature = "int8")]
+use common::Tensor;
+use common::{mlp, with_gate, File, Lcg, Placed};
 use laq_runtime::{Candidate, Error, Model, Outcome, Predicted, BATCH};
 
 /// `f` with the weights of layer `i` stored as int8 with one scale per row.
+#[cfg(feature = "int8")]
 fn quantise(f: File, i: usize, rows: usize, cols: usize, seed: u64) -> File {
     let mut rng = Lcg(seed);
     let q: Vec<i8> = (0..rows * cols)
@@ -28,26 +31,30 @@ fn quantise(f: File, i: usize, rows: usize, cols: usize, seed: u64) -> File {
 }
 
 fn models() -> Vec<(&'static str, File)> {
-    vec![
+    #[allow(unused_mut)]
+    let mut models = vec![
         ("2-64-64-8", mlp(&[2, 64, 64, 8], "max_q", 1)),
         ("4-128-128-8", mlp(&[4, 128, 128, 8], "max_q", 2)),
         ("3-7-5 one-norm", mlp(&[3, 7, 5], "one_norm", 3)),
         ("5-9 single layer", mlp(&[5, 9], "max_q", 4)),
         (
-            "4-24-16-5 int8",
-            quantise(
-                quantise(mlp(&[4, 24, 16, 5], "max_q", 5), 0, 24, 4, 6),
-                2,
-                5,
-                16,
-                7,
-            ),
-        ),
-        (
             "2-16-4 gated",
             with_gate(mlp(&[2, 16, 4], "max_q", 8), 2, 3, None, "-3.0"),
         ),
-    ]
+    ];
+    // Int8 layers need the `int8` feature.
+    #[cfg(feature = "int8")]
+    models.push((
+        "4-24-16-5 int8",
+        quantise(
+            quantise(mlp(&[4, 24, 16, 5], "max_q", 5), 0, 24, 4, 6),
+            2,
+            5,
+            16,
+            7,
+        ),
+    ));
+    models
 }
 
 #[test]

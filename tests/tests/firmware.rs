@@ -98,14 +98,14 @@ fn maze_model(root: &Path) -> PathBuf {
         .unwrap_or_else(|| root.join("models/maze2d/value.safetensors"))
 }
 
-/// Builds the named firmware binaries, with the runtime's `images` feature if
-/// `images` (otherwise as firmware for fully connected models); returns the directory
-/// holding them.
+/// Builds the named firmware binaries with the named features of firmware-examples
+/// (`int8`, `images`: the runtime's features of those names; none, as firmware for f32
+/// fully connected models); returns the directory holding them.
 ///
 /// Both builds write their binaries to the same directory, each replacing only the
 /// binaries it names; tests run in parallel, so each builds only what it runs, and a
 /// binary is run from one build only (`size_*` from both, inside one test).
-fn build_firmware(root: &Path, bins: &[&str], images: bool) -> PathBuf {
+fn build_firmware(root: &Path, bins: &[&str], features: &[&str]) -> PathBuf {
     let dir = root.join("firmware-examples");
     let target_dir = dir.join("target");
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -117,8 +117,8 @@ fn build_firmware(root: &Path, bins: &[&str], images: bool) -> PathBuf {
         .env_remove("CARGO_BUILD_TARGET")
         .args(["build", "--release", "--target", TARGET, "--target-dir"])
         .arg(&target_dir);
-    if images {
-        cargo.args(["--features", "images"]);
+    if !features.is_empty() {
+        cargo.args(["--features", &features.join(",")]);
     }
     for bin in bins {
         cargo.args(["--bin", bin]);
@@ -128,7 +128,7 @@ fn build_firmware(root: &Path, bins: &[&str], images: bool) -> PathBuf {
         .expect("run cargo build for firmware-examples");
     assert!(
         status.success(),
-        "building firmware-examples ({bins:?}, images: {images}) failed"
+        "building firmware-examples ({bins:?}, features {features:?}) failed"
     );
     target_dir.join(TARGET).join("release")
 }
@@ -175,7 +175,7 @@ fn run_qemu(elf: &Path, extra: &[&str], timeout: Duration) -> (bool, String) {
 fn grid_guide_runs_in_qemu() {
     let root = repo_root();
     require_prerequisites(&root);
-    let bin = build_firmware(&root, &["grid_guide", "bench_mcu"], false);
+    let bin = build_firmware(&root, &["grid_guide", "bench_mcu"], &["int8"]);
 
     let (ok, out) = run_qemu(&bin.join("grid_guide"), &[], Duration::from_secs(60));
     println!("{out}");
@@ -212,15 +212,24 @@ fn grid_guide_runs_in_qemu() {
         out.contains("unaligned (byte-wise) grid model matches the host exactly: true"),
         "{out}"
     );
+    assert!(
+        out.contains("aligned and unaligned, matches the host exactly: true"),
+        "{out}"
+    );
     assert!(out.contains("bench_mcu: PASS"), "{out}");
     // The figures of docs/runtime.md's table, with a little room: the f32 kernel's 2.0
-    // goal, and the int8 kernel (dual 16-bit multiply-accumulate) faster than f32.
+    // goal, and the int8 kernel (dual 16-bit multiply-accumulate, 1.61 measured; its
+    // goal of 1.5 is not met) well ahead of f32.
     let f32_mac = per_mac(&out, "mlp 4-128-128-8 f32");
     let int8_mac = per_mac(&out, "mlp 4-128-128-8 int8");
     assert!(f32_mac <= 2.0, "f32: {f32_mac} instructions per MAC\n{out}");
     assert!(
-        int8_mac <= 2.1,
+        int8_mac <= 1.65,
         "int8: {int8_mac} instructions per MAC\n{out}"
+    );
+    assert!(
+        int8_mac * 1.15 < f32_mac,
+        "int8 ({int8_mac}) is not well ahead of f32 ({f32_mac})\n{out}"
     );
 }
 
@@ -260,6 +269,8 @@ fn m0_bench_runs_in_qemu() {
             "--release",
             "--target",
             M0,
+            "--features",
+            "int8",
             "--bin",
             "bench_m0",
             "--target-dir",
@@ -290,9 +301,9 @@ fn m0_bench_runs_in_qemu() {
     assert!(out.contains("bench_m0: PASS"), "{out}");
     let f32_mac = per_mac(&out, "mlp 4-128-128-8 f32");
     let int8_mac = per_mac(&out, "mlp 4-128-128-8 int8");
-    // docs/runtime.md: about 166 (software floating point) and 24.
+    // docs/runtime.md: about 166 (software floating point) and 22.
     assert!(
-        int8_mac <= 30.0,
+        int8_mac <= 25.0,
         "int8: {int8_mac} instructions per MAC\n{out}"
     );
     assert!(
@@ -307,7 +318,7 @@ fn m0_bench_runs_in_qemu() {
 fn image_model_runs_in_qemu() {
     let root = repo_root();
     require_prerequisites(&root);
-    let bin = build_firmware(&root, &["bench_image"], true);
+    let bin = build_firmware(&root, &["bench_image"], &["images"]);
     let (ok, out) = run_qemu(
         &bin.join("bench_image"),
         &["-icount", "shift=0"],
@@ -344,7 +355,7 @@ fn maze_guide_runs_in_qemu() {
 
     let root = repo_root();
     require_prerequisites(&root);
-    let bin = build_firmware(&root, &["maze_guide"], false);
+    let bin = build_firmware(&root, &["maze_guide"], &[]);
     let (ok, out) = run_qemu(
         &bin.join("maze_guide"),
         &["-icount", "shift=0"],
@@ -462,40 +473,57 @@ fn code_bytes(elf: &Path) -> usize {
 
 /// The runtime's flash for load + evaluate (`size_eval` minus `size_base`) stays within
 /// the figures `laq inspect` adds to a model's size when it checks an MCU budget: built
-/// without `images` (firmware for fully connected models) and with it (image models).
-/// Both builds are measured here, one after the other: no other test builds the
-/// `size_*` binaries.
+/// without `images` and `int8` (firmware for f32 fully connected models, also held to
+/// the 8 KB goal of docs/runtime.md), with `int8` and with `images`. The builds are
+/// measured here, one after the other: no other test builds the `size_*` binaries.
 #[test]
 fn runtime_code_fits_the_inspect_figure() {
-    use laq::eval::inspect::{RUNTIME_FLASH_BYTES_IMAGES, RUNTIME_FLASH_BYTES_MLP};
+    use laq::eval::inspect::{
+        RUNTIME_FLASH_BYTES_IMAGES, RUNTIME_FLASH_BYTES_INT8, RUNTIME_FLASH_BYTES_MLP,
+    };
     let root = repo_root();
     require_prerequisites(&root);
-    let measure = |images: bool| {
-        let bin = build_firmware(&root, &["size_base", "size_eval"], images);
+    let measure = |features: &[&str]| {
+        let bin = build_firmware(&root, &["size_base", "size_eval"], features);
         code_bytes(&bin.join("size_eval")) - code_bytes(&bin.join("size_base"))
     };
-    let mlp = measure(false);
-    let images = measure(true);
+    let mlp = measure(&[]);
+    let int8 = measure(&["int8"]);
+    let images = measure(&["images"]);
     println!(
-        "runtime code for load + evaluate: {mlp} B without `images` (laq inspect assumes \
-         {RUNTIME_FLASH_BYTES_MLP} B), {images} B with it (laq inspect assumes \
-         {RUNTIME_FLASH_BYTES_IMAGES} B)"
+        "runtime code for load + evaluate: {mlp} B without `images` and `int8` (laq inspect \
+         assumes {RUNTIME_FLASH_BYTES_MLP} B), {int8} B with `int8` (laq inspect assumes \
+         {RUNTIME_FLASH_BYTES_MLP} + {RUNTIME_FLASH_BYTES_INT8} B), {images} B with \
+         `images` (laq inspect assumes {RUNTIME_FLASH_BYTES_IMAGES} B)"
     );
     assert!(mlp > 1000, "implausible measurement: {mlp} B");
+    assert!(
+        mlp <= 8192,
+        "the runtime for f32 fully connected models grew to {mlp} B, past the 8 KB goal"
+    );
     assert!(
         mlp <= RUNTIME_FLASH_BYTES_MLP,
         "the runtime without `images` grew to {mlp} B: update \
          laq::eval::inspect::RUNTIME_FLASH_BYTES_MLP and docs/runtime.md"
     );
     assert!(
+        int8 <= RUNTIME_FLASH_BYTES_MLP + RUNTIME_FLASH_BYTES_INT8,
+        "the runtime with `int8` grew to {int8} B: update \
+         laq::eval::inspect::RUNTIME_FLASH_BYTES_INT8 and docs/runtime.md"
+    );
+    assert!(
         images <= RUNTIME_FLASH_BYTES_IMAGES,
         "the runtime with `images` grew to {images} B: update \
          laq::eval::inspect::RUNTIME_FLASH_BYTES_IMAGES and docs/runtime.md"
     );
-    // The feature is what keeps the convolutions (about 1.7 KB) out of firmware for
-    // fully connected models.
+    // The features are what keep the convolutions (about 1.7 KB) and the int8 kernels
+    // (about 1.6 KB) out of firmware for f32 fully connected models.
     assert!(
         mlp + 1000 < images,
         "firmware without `images` ({mlp} B) carries the image code ({images} B with it)"
+    );
+    assert!(
+        mlp + 1000 < int8,
+        "firmware without `int8` ({mlp} B) carries the int8 kernels ({int8} B with it)"
     );
 }

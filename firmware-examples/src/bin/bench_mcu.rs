@@ -29,12 +29,19 @@ static BENCH_I8: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
     env!("OUT_DIR"),
     "/bench_i8.safetensors"
 )));
+static SHAPES_I8: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/shapes_i8.safetensors"
+)));
 static ONE_NORM: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
     env!("OUT_DIR"),
     "/one_norm.safetensors"
 )));
 
-const SCRATCH: usize = max(max(BENCH_SCRATCH, GRID_SCRATCH), ONE_NORM_SCRATCH);
+const SCRATCH: usize = max(
+    max(BENCH_SCRATCH, GRID_SCRATCH),
+    max(ONE_NORM_SCRATCH, SHAPES_I8_SCRATCH),
+);
 const RUNS: u32 = 20;
 
 const fn max(a: usize, b: usize) -> usize {
@@ -161,6 +168,31 @@ fn check_unaligned() -> bool {
     ok
 }
 
+/// The int8 model of odd shapes (4-25-24-20-12-7: rows of four inputs, groups and
+/// pairs of groups alone, partial passes) from an aligned address (the assembly) and from an odd one (the
+/// portable fallbacks): each value must equal the host's.
+fn check_int8_shapes() -> bool {
+    let mut scratch = [0.0f32; SCRATCH];
+    let Some(buf) = cortex_m::singleton!(: [u8; SHAPES_I8_LEN + 1] = [0; SHAPES_I8_LEN + 1]) else {
+        return false;
+    };
+    let Some(dst) = buf.get_mut(1..) else {
+        return false;
+    };
+    dst.copy_from_slice(&SHAPES_I8.0);
+    let mut ok = true;
+    for bytes in [&SHAPES_I8.0[..], dst] {
+        ok &= Model::new_checked(bytes)
+            .and_then(|m| m.value(&BENCH_STATE, &mut scratch))
+            .is_ok_and(|v| v.to_bits() == SHAPES_I8_V.to_bits());
+    }
+    hprintln!(
+        "int8 4-25-24-20-12-7 (odd rows, groups and pairs, partial passes), aligned and unaligned, matches the host exactly: {}",
+        ok
+    );
+    ok
+}
+
 #[entry]
 fn main() -> ! {
     let Some(mut p) = cortex_m::Peripherals::take() else {
@@ -185,6 +217,7 @@ fn main() -> ! {
     let mut ok = bench(per_tick, overhead);
     ok &= check_one_norm();
     ok &= check_unaligned();
+    ok &= check_int8_shapes();
     ok &= work == Some(7);
     hprintln!(
         "stack used by load + select (8 moves) + shaping, incl. scratch and report: {} bytes",

@@ -11,17 +11,22 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-/// Flash taken by the runtime's code for loading a fully connected model and evaluating
-/// it, on a Cortex-M4F, built without the runtime's `images` feature: 9 052 B when
-/// loading with `Model::new_checked` (8 180 B with `new_checked_in_place`, as `size_eval`
-/// in firmware-examples; docs/runtime.md). The firmware test measures `size_eval` again
-/// and fails if it grows past this figure.
-pub const RUNTIME_FLASH_BYTES_MLP: usize = 9_052;
-/// The same for image models, which need the `images` feature (the convolutions and the
-/// version 2 checks): 10 744 B with `Model::new_checked`, 9 868 B with
-/// `new_checked_in_place`. Checked by the firmware test like
+/// Flash taken by the runtime's code for loading a fully connected f32 model and
+/// evaluating it, on a Cortex-M4F, built without the runtime's `images` and `int8`
+/// features: 7 236 B with `new_checked_in_place` (`size_eval` in firmware-examples;
+/// docs/runtime.md), plus the 872 B that moving the model out of `Model::new_checked`'s
+/// `Result` costs (the compiler's `memcpy`, measured when both were built). The firmware
+/// test measures `size_eval` again and fails if it grows past this figure.
+pub const RUNTIME_FLASH_BYTES_MLP: usize = 8_108;
+/// What the `int8` feature adds for models with int8 layers (the quantising, the
+/// integer kernels and the rescale): 8 872 - 7 236 B. Checked by the firmware test like
 /// [`RUNTIME_FLASH_BYTES_MLP`].
-pub const RUNTIME_FLASH_BYTES_IMAGES: usize = 10_744;
+pub const RUNTIME_FLASH_BYTES_INT8: usize = 1_636;
+/// The same as [`RUNTIME_FLASH_BYTES_MLP`] for image models, which need the `images`
+/// feature (the convolutions and the version 2 checks): 8 944 B with
+/// `new_checked_in_place`, plus 876 B for `Model::new_checked`. Checked by the firmware
+/// test like [`RUNTIME_FLASH_BYTES_MLP`].
+pub const RUNTIME_FLASH_BYTES_IMAGES: usize = 9_820;
 /// Stack used on a Cortex-M4F (painted-stack measurements of `bench_mcu`): 2 104 B for
 /// loading the grid model, `select` over 8 moves and shaping, its 520 B of scratch and
 /// the report included, with the `images` feature (1 992 B without: a smaller `Model`);
@@ -30,13 +35,18 @@ pub const RUNTIME_FLASH_BYTES_IMAGES: usize = 10_744;
 /// for both kinds of model.
 pub const RUNTIME_STACK_BYTES: usize = 2_104;
 
-/// The runtime code a model needs: firmware for fully connected models is built
-/// without the image code.
-pub fn runtime_flash_bytes(image_model: bool) -> usize {
-    if image_model {
+/// The runtime code a model needs: firmware is built without the image code unless the
+/// model has convolutions, and without the int8 kernels unless it has int8 layers.
+pub fn runtime_flash_bytes(image_model: bool, int8_model: bool) -> usize {
+    let base = if image_model {
         RUNTIME_FLASH_BYTES_IMAGES
     } else {
         RUNTIME_FLASH_BYTES_MLP
+    };
+    base + if int8_model {
+        RUNTIME_FLASH_BYTES_INT8
+    } else {
+        0
     }
 }
 
@@ -240,9 +250,10 @@ fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<ModelRep
         })
         .collect();
     let images = m.num_conv() > 0;
+    let int8 = (0..m.num_layers()).any(|i| m.layer(i).is_some_and(|l| l.int8));
     let scratch_bytes = m.scratch_len() * 4;
     let ram = scratch_bytes + RUNTIME_STACK_BYTES;
-    let runtime_code = runtime_flash_bytes(images);
+    let runtime_code = runtime_flash_bytes(images, int8);
     let flash = size + runtime_code;
     let budget = budget.map(|b| BudgetReport {
         flash: b.flash,
@@ -273,7 +284,10 @@ fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<ModelRep
             flash_bytes: flash,
             model_bytes: size,
             runtime_code_bytes: runtime_code,
-            runtime_features: if images { vec!["images"] } else { vec![] },
+            runtime_features: [(images, "images"), (int8, "int8")]
+                .into_iter()
+                .filter_map(|(on, name)| on.then_some(name))
+                .collect(),
             ram_bytes: ram,
             scratch_bytes,
             stack_bytes: RUNTIME_STACK_BYTES,
@@ -354,9 +368,15 @@ impl fmt::Display for ModelReport {
         }
         let p = &self.footprint;
         let build = if p.runtime_features.is_empty() {
-            "without the runtime's `images` feature"
+            "without the runtime's `images` and `int8` features".to_string()
         } else {
-            "with the runtime's `images` feature"
+            let names: Vec<String> = p
+                .runtime_features
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect();
+            let plural = if names.len() > 1 { "s" } else { "" };
+            format!("with the runtime's {} feature{plural}", names.join(" and "))
         };
         writeln!(
             f,
@@ -698,7 +718,7 @@ mod tests {
         );
         assert_eq!(j["footprint"]["runtime_features"], json!([]));
         assert!(
-            text.contains("without the runtime's `images` feature"),
+            text.contains("without the runtime's `images` and `int8` features"),
             "{text}"
         );
         let (_, j) = inspect(
