@@ -194,6 +194,56 @@ fn rows_four_i8(words: &[u32], q: &[u8], sums: &mut [i32]) {
     }
 }
 
+/// Eight inputs (a pair of groups, packed in r0-r3) against eight int8 weights of a
+/// row (read through `$row`, advanced), added to the row's sum `$acc`: one `ldrd`, four
+/// `sxtb16`, four `smlad`; r6, r7 and r12 are scratch.
+#[cfg(all(laq_dsp, feature = "int8"))]
+macro_rules! eight_of_a_row {
+    ($row:literal, $acc:literal) => {
+        concat!(
+            "ldrd r6, r7, [",
+            $row,
+            "], #8\n",
+            "sxtb16 r12, r6\n",
+            "smlad ",
+            $acc,
+            ", r12, r0, ",
+            $acc,
+            "\n",
+            "sxtb16 r6, r6, ror #8\n",
+            "smlad ",
+            $acc,
+            ", r6, r1, ",
+            $acc,
+            "\n",
+            "sxtb16 r12, r7\n",
+            "smlad ",
+            $acc,
+            ", r12, r2, ",
+            $acc,
+            "\n",
+            "sxtb16 r7, r7, ror #8\n",
+            "smlad ",
+            $acc,
+            ", r7, r3, ",
+            $acc,
+            "\n",
+        )
+    };
+}
+
+/// A pair of groups for the three rows of a pass of [`passes_i8`] (27 instructions).
+#[cfg(all(laq_dsp, feature = "int8"))]
+macro_rules! pair_of_groups {
+    () => {
+        concat!(
+            eight_of_a_row!("r9", "r4"),
+            eight_of_a_row!("r10", "r5"),
+            eight_of_a_row!("r11", "r8"),
+        )
+    };
+}
+
 /// The int8 sums of `frame[4]` passes of three rows each. `frame` is `[groups, cols, x,
 /// out, passes]` (the first three loaded by one `ldm`): the number of groups of four
 /// inputs (`groups / 2` pairs, then whether one is left), the length of a row in bytes,
@@ -279,62 +329,10 @@ unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
             "ldm lr!, {{r0-r3}}",
             "bcs 5f",
             "3:",
-            "ldrd r6, r7, [r9], #8",
-            "sxtb16 r12, r6",
-            "smlad r4, r12, r0, r4",
-            "sxtb16 r6, r6, ror #8",
-            "smlad r4, r6, r1, r4",
-            "sxtb16 r12, r7",
-            "smlad r4, r12, r2, r4",
-            "sxtb16 r7, r7, ror #8",
-            "smlad r4, r7, r3, r4",
-            "ldrd r6, r7, [r10], #8",
-            "sxtb16 r12, r6",
-            "smlad r5, r12, r0, r5",
-            "sxtb16 r6, r6, ror #8",
-            "smlad r5, r6, r1, r5",
-            "sxtb16 r12, r7",
-            "smlad r5, r12, r2, r5",
-            "sxtb16 r7, r7, ror #8",
-            "smlad r5, r7, r3, r5",
-            "ldrd r6, r7, [r11], #8",
-            "sxtb16 r12, r6",
-            "smlad r8, r12, r0, r8",
-            "sxtb16 r6, r6, ror #8",
-            "smlad r8, r6, r1, r8",
-            "sxtb16 r12, r7",
-            "smlad r8, r12, r2, r8",
-            "sxtb16 r7, r7, ror #8",
-            "smlad r8, r7, r3, r8",
+            pair_of_groups!(),
             "ldm lr!, {{r0-r3}}",
             "5:",
-            "ldrd r6, r7, [r9], #8",
-            "sxtb16 r12, r6",
-            "smlad r4, r12, r0, r4",
-            "sxtb16 r6, r6, ror #8",
-            "smlad r4, r6, r1, r4",
-            "sxtb16 r12, r7",
-            "smlad r4, r12, r2, r4",
-            "sxtb16 r7, r7, ror #8",
-            "smlad r4, r7, r3, r4",
-            "ldrd r6, r7, [r10], #8",
-            "sxtb16 r12, r6",
-            "smlad r5, r12, r0, r5",
-            "sxtb16 r6, r6, ror #8",
-            "smlad r5, r6, r1, r5",
-            "sxtb16 r12, r7",
-            "smlad r5, r12, r2, r5",
-            "sxtb16 r7, r7, ror #8",
-            "smlad r5, r7, r3, r5",
-            "ldrd r6, r7, [r11], #8",
-            "sxtb16 r12, r6",
-            "smlad r8, r12, r0, r8",
-            "sxtb16 r6, r6, ror #8",
-            "smlad r8, r6, r1, r8",
-            "sxtb16 r12, r7",
-            "smlad r8, r12, r2, r8",
-            "sxtb16 r7, r7, ror #8",
-            "smlad r8, r7, r3, r8",
+            pair_of_groups!(),
             "ldm lr!, {{r0-r3}}",
             "cmp r0, #{end}",
             "bne 3b",

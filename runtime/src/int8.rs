@@ -20,17 +20,23 @@ pub(crate) fn act_range(cols: usize) -> i32 {
 }
 
 /// A layer's input quantised to integers `xq` (`x ~ xq * scale`) and packed in place
-/// over its f32 values, in the order the dual 16-bit multiply-accumulate wants.
+/// over its f32 values.
 ///
-/// Each group of four inputs `x0..x3` becomes two words, `x0 | x2 << 16` then
+/// With the DSP extension (ARMv7E-M), in the order its dual 16-bit multiply-accumulate
+/// wants: each group of four inputs `x0..x3` becomes two words, `x0 | x2 << 16` then
 /// `x1 | x3 << 16`: sign-extending bytes 0 and 2 of a word of four int8 weights gives
 /// the pair `(w0, w2)`, bytes 1 and 3 the pair `(w1, w3)`, each multiplied with its
 /// word by one instruction. With at least two groups, [`PACKED_END`] follows them
-/// (the assembly loop stops on it). The `cols % 4` last inputs stay where they were,
-/// one word each (in its low half). Built only by [`pack`], which upholds these
-/// invariants for the assembly.
+/// (the assembly loop stops on it). The `cols % 4` last inputs stay where they were.
+/// Elsewhere there are no groups. An input outside the groups is one word, its integer
+/// sign-extended. Built only by [`pack`], which upholds these invariants for the
+/// assembly.
 pub(crate) struct Packed<'a> {
     words: &'a [u32],
+    #[cfg_attr(
+        not(any(test, all(target_arch = "arm", target_abi = "eabihf", laq_dsp))),
+        allow(dead_code)
+    )]
     groups: usize,
 }
 
@@ -41,12 +47,14 @@ impl Packed<'_> {
     }
 
     /// Complete groups of four inputs.
+    #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
     pub(crate) fn groups(&self) -> usize {
         self.groups
     }
 
     /// Input `j` as quantised: in a group, the half of its pair's word (inputs 0 and 2
     /// of a group in the first word, 1 and 3 in the second); past the groups, a word.
+    #[cfg(any(test, all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
     #[inline(always)]
     pub(crate) fn get(&self, j: usize) -> i32 {
         let in_groups = j < 4 * self.groups;
@@ -76,7 +84,7 @@ pub(crate) fn magnitude(v: f32) -> u32 {
 }
 
 #[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
-use crate::portable::{pack_groups, rescale};
+use crate::portable::rescale;
 
 #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
 use crate::arm::{pack_groups, rescale};
@@ -100,10 +108,16 @@ pub(crate) fn pack(x: &mut [f32], max_bits: Option<u32>) -> Option<(Packed<'_>, 
     let range = act_range(cols) as f32;
     let inv = range / max;
     let words: &mut [u32] = bytemuck::try_cast_slice_mut(x).ok()?;
+    // Groups of four for the DSP extension's dual multiply-accumulate; elsewhere one
+    // input per word.
+    #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
     let groups = cols / 4;
+    #[cfg(not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp)))]
+    let groups = 0;
+    #[cfg(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))]
     pack_groups(words, groups, inv);
     for w in words.iter_mut().skip(4 * groups) {
-        *w = level(*w, inv);
+        *w = level(*w, inv) as u16 as i16 as i32 as u32;
     }
     if groups >= 2 {
         if let Some(w) = words.get_mut(2 * groups) {

@@ -3,7 +3,7 @@
 //! Every f32 row is accumulated left to right, whatever the storage (aligned `&[f32]`
 //! or unaligned bytes), so the aligned and byte-wise paths give bit-identical results,
 //! and the host and the target compute the same values. Int8 rows are accumulated
-//! exactly in integers (see [`matvec_i8`]), hence equal everywhere too.
+//! exactly in integers (see `int8::matvec_i8`), hence equal everywhere too.
 
 /// Weights of one layer: a run of little-endian f32 values inside the model bytes.
 #[derive(Clone, Copy, Debug)]
@@ -167,8 +167,8 @@ fn matvec_le(w: &[u8], bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
 
 /// `y = W x + b`, then ReLU if `relu`. `W` is `[y.len(), x.len()]`, row-major; `bias`
 /// holds `y.len()` little-endian f32 values.
-/// An int8 layer quantises `x` and packs it in place (see [`pack`]): the input is
-/// consumed. `x_max` is the input's largest magnitude (see [`magnitude`]) where the
+/// An int8 layer quantises `x` and packs it in place (see `int8::pack`): the input is
+/// consumed. `x_max` is the input's largest magnitude (see `int8::magnitude`) where the
 /// layer before returned it; an int8 layer returns its output's, so that the next one
 /// need not search for it.
 pub(crate) fn linear(

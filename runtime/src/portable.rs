@@ -59,66 +59,29 @@ fn mac(s: &mut i32, w: u8, xq: i32) {
     *s = s.wrapping_add(i32::from(w as i8).wrapping_mul(xq));
 }
 
-/// `s + sum_k w[k] * xq[k]` over four weights (see [`mac`]).
-#[cfg(all(
-    feature = "int8",
-    not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))
-))]
-#[inline(always)]
-fn dot4(s: i32, w: &[u8], xq: [i32; 4]) -> i32 {
-    let &[w0, w1, w2, w3] = w else {
-        return s;
-    };
-    let [x0, x1, x2, x3] = xq;
-    let p = |w: u8, x: i32| i32::from(w as i8).wrapping_mul(x);
-    s.wrapping_add(p(w0, x0))
-        .wrapping_add(p(w1, x1))
-        .wrapping_add(p(w2, x2))
-        .wrapping_add(p(w3, x3))
-}
-
 /// Writes to `sums[r]` the int8 sum `sum_j q[r][j] * xq[j]` of row `r` of `q`
-/// (`sums.len()` rows of `cols` bytes, read from any address): the portable path.
-/// Three rows at a time, so that they share the unpacking of each group of inputs.
+/// (`sums.len()` rows of `cols` bytes, read from any address): the portable path, where
+/// `int8::pack` leaves one input per word (no groups). Two rows at a time, so that they
+/// share each input's load.
 #[cfg(all(
     feature = "int8",
     not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))
 ))]
 pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
-    let head = 4 * x.groups();
+    let xs = x.words();
     let mut rows = q.chunks_exact(cols.max(1));
-    for out in sums.chunks_mut(3) {
+    for out in sums.chunks_mut(2) {
         let Some(r0) = rows.next() else {
             break;
         };
-        // A pass of fewer than three rows repeats its last row.
+        // A pass of one row repeats it.
         let r1 = if out.len() > 1 { rows.next() } else { None }.unwrap_or(r0);
-        let r2 = if out.len() > 2 { rows.next() } else { None }.unwrap_or(r1);
-        let (mut s0, mut s1, mut s2) = (0i32, 0i32, 0i32);
-        let groups = x.words().chunks_exact(2).take(x.groups());
-        let [w0, w1, w2] = [r0, r1, r2].map(|r| r.chunks_exact(4));
-        for (((pair, w0), w1), w2) in groups.zip(w0).zip(w1).zip(w2) {
-            let &[a, b] = pair else {
-                continue;
-            };
-            // Inputs 0 and 2 are the halves of `a`, 1 and 3 those of `b`.
-            let xq = [
-                i32::from(a as i16),
-                i32::from(b as i16),
-                i32::from((a >> 16) as i16),
-                i32::from((b >> 16) as i16),
-            ];
-            s0 = dot4(s0, w0, xq);
-            s1 = dot4(s1, w1, xq);
-            s2 = dot4(s2, w2, xq);
+        let (mut s0, mut s1) = (0i32, 0i32);
+        for ((&xv, &a), &b) in xs.iter().zip(r0).zip(r1) {
+            mac(&mut s0, a, xv as i32);
+            mac(&mut s1, b, xv as i32);
         }
-        let mut s = [s0, s1, s2];
-        for (s, row) in s.iter_mut().zip([r0, r1, r2]) {
-            for (j, &w) in row.iter().enumerate().skip(head) {
-                mac(s, w, x.get(j));
-            }
-        }
-        for (o, s) in out.iter_mut().zip(s) {
+        for (o, s) in out.iter_mut().zip([s0, s1]) {
             *o = s;
         }
     }
@@ -135,24 +98,6 @@ pub(crate) fn rows_i8_compact(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut 
         *s = 0;
         for (j, &w) in row.iter().enumerate() {
             mac(s, w, x.get(j));
-        }
-    }
-}
-
-/// Packs `groups` groups of four inputs in place (see `int8::Packed`): group `g`
-/// moves from words `4g..` to `2g..`, never over a group still to be read.
-#[cfg(all(
-    feature = "int8",
-    not(all(target_arch = "arm", target_abi = "eabihf", laq_dsp))
-))]
-pub(crate) fn pack_groups(words: &mut [u32], groups: usize, inv: f32) {
-    use crate::int8::level;
-    for g in 0..groups {
-        if let Some(&[v0, v1, v2, v3]) = words.get(4 * g..4 * g + 4) {
-            if let Some([a, b]) = words.get_mut(2 * g..2 * g + 2) {
-                *a = level(v0, inv) | level(v2, inv) << 16;
-                *b = level(v1, inv) | level(v3, inv) << 16;
-            }
         }
     }
 }
