@@ -3,6 +3,8 @@
 
 #[cfg(feature = "images")]
 use crate::format::{CONV_KERNEL, CONV_PADDING, CONV_STRIDE};
+#[cfg(feature = "images")]
+use crate::kernels::linear_f32;
 use crate::kernels::{le_at, linear, Weights};
 use crate::slots::{
     bias_slot, weight_slot, SLOT_DENSITY_DIMS, SLOT_DENSITY_MEANS, SLOT_DENSITY_VARIANCES,
@@ -201,7 +203,7 @@ impl Model<'_> {
             let patch = patch
                 .get_mut(..CONV_KERNEL * CONV_KERNEL * cin)
                 .ok_or(Error::BufferTooSmall)?;
-            let weights = Weights::F32(self.f32s(conv_weight_slot(i)));
+            let weights = self.f32s(conv_weight_slot(i));
             let bias = self.bytes(conv_bias_slot(i));
             let plane = h * w;
             for (p, out) in dst.chunks_exact_mut(cout.max(1)).enumerate() {
@@ -211,20 +213,23 @@ impl Model<'_> {
                     // (2 oy + ky - 1, 2 ox + kx - 1); padding wraps to out of range.
                     let y = (CONV_STRIDE * oy + k / CONV_KERNEL).wrapping_sub(CONV_PADDING);
                     let x = (CONV_STRIDE * ox + k % CONV_KERNEL).wrapping_sub(CONV_PADDING);
-                    let inside = y < h && x < w;
-                    let pixel = if inside { y * w + x } else { 0 };
-                    for (c, v) in cell.iter_mut().enumerate() {
-                        *v = match (inside, i) {
-                            (false, _) => 0.0,
-                            (true, 0) => {
-                                let s = state.get(c * plane + pixel).copied().unwrap_or(0.0);
-                                (s - le_at(mean, c)) * le_at(scale, c)
-                            }
-                            (true, _) => src.get(pixel * cin + c).copied().unwrap_or(0.0),
-                        };
+                    // One loop per case, decided once per kernel position, not per value.
+                    if y >= h || x >= w {
+                        cell.fill(0.0);
+                    } else if i == 0 {
+                        let pixel = y * w + x;
+                        for (c, v) in cell.iter_mut().enumerate() {
+                            let s = state.get(c * plane + pixel).copied().unwrap_or(0.0);
+                            *v = (s - le_at(mean, c)) * le_at(scale, c);
+                        }
+                    } else {
+                        let from = (y * w + x) * cin;
+                        for (c, v) in cell.iter_mut().enumerate() {
+                            *v = src.get(from + c).copied().unwrap_or(0.0);
+                        }
                     }
                 }
-                linear(weights, bias, patch, None, out, true);
+                linear_f32(weights, bias, patch, out, true);
             }
             (h, w) = (ho, wo);
         }

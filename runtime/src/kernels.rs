@@ -180,8 +180,7 @@ pub(crate) fn linear(
     relu: bool,
 ) -> Option<u32> {
     match weights {
-        Weights::F32(F32s::Aligned(w)) => matvec_f32(w, bias, x, y, relu),
-        Weights::F32(F32s::Bytes(w)) => matvec_le(w, bias, x, y, relu),
+        Weights::F32(w) => linear_f32(w, bias, x, y, relu),
         #[cfg(feature = "int8")]
         Weights::I8 { q, scale } => {
             return crate::int8::matvec_i8(q, scale, bias, x, x_max, y, relu)
@@ -189,6 +188,15 @@ pub(crate) fn linear(
     }
     let _ = x_max;
     None
+}
+
+/// [`linear`] for f32 weights (the convolutions call it directly: they are never int8).
+#[inline(always)]
+pub(crate) fn linear_f32(w: F32s<'_>, bias: &[u8], x: &[f32], y: &mut [f32], relu: bool) {
+    match w {
+        F32s::Aligned(w) => matvec_f32(w, bias, x, y, relu),
+        F32s::Bytes(w) => matvec_le(w, bias, x, y, relu),
+    }
 }
 
 #[cfg(test)]

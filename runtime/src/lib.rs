@@ -33,7 +33,7 @@
 //! - `images` (default): image models (`laq-value` version 2: convolutions before the
 //!   linear layers), with `Model::num_conv`, `Model::input_shape`, `Model::conv_layer`
 //!   and `ConvInfo`. Firmware that only runs fully connected models turns it off
-//!   (`default-features = false`): it then carries no convolution code (about 1.7 KB
+//!   (`default-features = false`): it then carries no convolution code (about 1.8 KB
 //!   less flash on a Cortex-M4F, docs/runtime.md) and a smaller [`Model`] (56 bytes),
 //!   and [`Model::new_checked`] refuses image models (a version 2 file, or any file
 //!   with a `conv.*` tensor) with [`Error::UnsupportedFormat`].

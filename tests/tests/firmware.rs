@@ -516,7 +516,7 @@ fn runtime_code_fits_the_inspect_figure() {
         "the runtime with `images` grew to {images} B: update \
          laq::eval::inspect::RUNTIME_FLASH_BYTES_IMAGES and docs/runtime.md"
     );
-    // The features are what keep the convolutions (about 1.7 KB) and the int8 kernels
+    // The features are what keep the convolutions (about 1.8 KB) and the int8 kernels
     // (about 1.6 KB) out of firmware for f32 fully connected models.
     assert!(
         mlp + 1000 < images,
