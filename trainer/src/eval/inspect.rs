@@ -730,6 +730,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(j["budget"]["fits_flash"], false);
+        // The same model with int8 weights needs the runtime's `int8` kernels too.
+        let dir8 = tempfile::tempdir().unwrap();
+        let p8 = dir8.path().join("int8.safetensors");
+        crate::export::ValueModel::load(&p)
+            .unwrap()
+            .save(&p8, true)
+            .unwrap();
+        let (text, j) = inspect(&p8, None).unwrap();
+        let size8 = std::fs::metadata(&p8).unwrap().len() as usize;
+        assert_eq!(j["footprint"]["runtime_features"], json!(["int8"]));
+        assert_eq!(
+            j["footprint"]["flash_bytes"],
+            size8 + RUNTIME_FLASH_BYTES_MLP + RUNTIME_FLASH_BYTES_INT8
+        );
+        assert!(
+            text.contains("with the runtime's `int8` feature)"),
+            "{text}"
+        );
         // A truncated model is a model that fails validation, not a dataset.
         let bytes = std::fs::read(&p).unwrap();
         let dir = tempfile::tempdir().unwrap();
