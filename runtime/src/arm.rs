@@ -278,11 +278,11 @@ macro_rules! pair_of_groups {
 ///
 /// # Safety
 ///
-/// `frame[0]` points to a packing of `int8::pack` with `groups > 0` groups that is
-/// live for the call (with at least two groups, its marker in place and four readable
-/// words from it); `cols == 4 * groups`; `rows` points to `3 * passes` consecutive rows
-/// of `cols` readable bytes each, 4-aligned; `frame[3]` points to `3 * passes` writable
-/// i32s; `passes > 0`.
+/// `frame[2]` points to a packing of `int8::pack` with `frame[0] = groups > 0` groups
+/// that is live for the call (with at least two groups, its marker in place and four
+/// readable words from it); `frame[1] = cols == 4 * groups`; `rows` points to `3 *
+/// passes` consecutive rows of `cols` readable bytes each, 4-aligned; `frame[3]` points
+/// to `3 * passes` writable i32s; `frame[4] = passes > 0`.
 #[cfg(all(laq_dsp, feature = "int8"))]
 #[inline(never)]
 unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {

@@ -288,9 +288,11 @@ mod tests {
     }
 
     /// The int8 kernel against a direct computation of its definition: inputs rounded to
-    /// `-range..=range` with one scale (to the nearest, ties to even), exact integer sums, `sum * row_scale * x_scale +
-    /// bias`; every column count's layout (odd groups, tails, the marker) and row count's
-    /// passes (a last pass of one or two rows).
+    /// `-range..=range` with one scale (to the nearest, ties to even), exact integer
+    /// sums, `sum * row_scale * x_scale + bias`; every column and row count the host's
+    /// layout meets (one input per word, passes of two rows with a last one alone). The
+    /// grouped layout of ARMv7E-M is checked on the target (`bench_mcu`'s 4-25-24-20-12-7
+    /// model).
     #[cfg(feature = "int8")]
     #[test]
     fn int8_sums_are_exact() {

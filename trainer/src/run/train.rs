@@ -782,22 +782,29 @@ mod tests {
         assert!(resumed.model.to_bytes(false).unwrap() == bytes);
     }
 
+    /// `for_data`'s settings for `data` with small convolutional networks (4 and 8
+    /// channels, a 16-unit head), 3 latent actions and `steps` of mining and of DQN.
+    fn small_image_config(data: &Dataset, steps: usize, restarts: usize) -> TrainConfig {
+        let mut cfg = TrainConfig::for_data(data);
+        cfg.mining.latent_actions = 3;
+        cfg.mining.steps = steps;
+        cfg.mining.restarts = restarts;
+        cfg.mining.conv.channels = vec![4, 8];
+        cfg.dqn.conv.channels = vec![4, 8];
+        cfg.dqn.hidden = vec![16];
+        cfg.dqn.steps = steps;
+        cfg.dqn.target_update = 10;
+        cfg
+    }
+
     /// An ensemble on images exports a convolutional network with one output, which the
     /// runtime evaluates like the trainer.
     #[test]
     fn image_ensembles_export_a_fitted_conv_net() {
         let device = Device::Cpu;
         let data = crate::envs::squares::moving_squares(200, 32, true, 2);
-        let mut cfg = TrainConfig::for_data(&data);
+        let mut cfg = small_image_config(&data, 20, 1);
         cfg.ensemble = 2;
-        cfg.mining.latent_actions = 3;
-        cfg.mining.steps = 20;
-        cfg.mining.restarts = 1;
-        cfg.mining.conv.channels = vec![4, 8];
-        cfg.dqn.conv.channels = vec![4, 8];
-        cfg.dqn.hidden = vec![16];
-        cfg.dqn.steps = 20;
-        cfg.dqn.target_update = 10;
         cfg.distill.hidden = vec![16];
         cfg.distill.steps = 20;
         let trained = train(&data, &cfg, &device, None).unwrap();
@@ -823,16 +830,8 @@ mod tests {
         use crate::stages::checkpoint::{Checkpointer, Interrupted};
         let device = Device::Cpu;
         let data = crate::envs::squares::moving_squares(300, 32, true, 2);
-        let mut cfg = TrainConfig::for_data(&data);
+        let cfg = small_image_config(&data, 40, 2);
         assert_eq!(cfg.q, QKind::Auto);
-        cfg.mining.latent_actions = 3;
-        cfg.mining.steps = 40;
-        cfg.mining.restarts = 2;
-        cfg.mining.conv.channels = vec![4, 8];
-        cfg.dqn.conv.channels = vec![4, 8];
-        cfg.dqn.hidden = vec![16];
-        cfg.dqn.steps = 40;
-        cfg.dqn.target_update = 10;
         let info = BTreeMap::new();
         let bytes = |t: &Trained| {
             let mut b = t.qnet.as_ref().unwrap().to_bytes(0.99, &info).unwrap();
