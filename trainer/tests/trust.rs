@@ -81,6 +81,39 @@ fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
     assert_eq!(json["metrics"]["trust"]["verdict"], "doubtful");
 }
 
+/// The U-maze's V with the default schedule is trusted; with `--dqn-steps 300` it ranks
+/// the maze far worse (about 0.35 against the geodesic distance, 0.88 by default), yet
+/// its seeds agree and its ranking is stable: the run is doubtful because V lies below
+/// the returns the data itself collected.
+#[test]
+fn an_undertrained_maze_v_is_doubtful() {
+    let dir = tempfile::tempdir().unwrap();
+    let maze = dir.path().join("maze.npz");
+    let m = maze.to_str().unwrap();
+    ok(&[
+        "gen", "maze2d", "--layout", "umaze", "--steps", "20000", "--seed", "3", "--out", m,
+    ]);
+    let verdict = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec!["train", "--data", m, "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        ok(&args);
+        metrics(&out.join("metrics.json"))["trust"].clone()
+    };
+    let good = verdict("good", &[]);
+    assert_eq!(good["verdict"], "trusted", "{good}");
+    let short = verdict("short", &["--dqn-steps", "300"]);
+    assert_eq!(short["verdict"], "doubtful", "{short}");
+    let failed: Vec<&str> = short["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["pass"] == false)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(failed.contains(&"below_data_returns"), "{short}");
+}
+
 /// `--density-gate 0,1 --head one-norm`: the model carries a gate the runtime applies
 /// (a state far from the data is out of distribution) and V = 1 - ||phi(s)||.
 #[test]

@@ -146,6 +146,7 @@ pub fn train(
             };
             let values = model.values_of(data, device)?;
             let max_return = qlearn::return_bounds(data, cfg.tabular.gamma).1 as f64;
+            let returns = trust::data_returns(data, cfg.tabular.gamma);
             let trust = trust::assess(&Evidence {
                 data,
                 labels: &labelled.labels,
@@ -154,7 +155,8 @@ pub fn train(
                 pair: second.as_deref().map(|o| (values.as_slice(), o)),
                 last_snapshots: None,
                 max_return: final_max_return(cfg, max_return),
-                shown_near_max: trust::shown_near_max(data, cfg.tabular.gamma, max_return),
+                shown_near_max: trust::shown_near_max(&returns, max_return),
+                returns: value_is_a_return(cfg).then_some(returns.as_slice()),
             });
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
@@ -206,7 +208,8 @@ pub fn train(
             let t = Instant::now();
             let all: Vec<usize> = (0..data.len()).collect();
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
-            let shown_near_max = trust::shown_near_max(data, cfg.dqn.gamma, max_return);
+            let returns = trust::data_returns(data, cfg.dqn.gamma);
+            let shown_near_max = trust::shown_near_max(&returns, max_return);
             let judge =
                 |values: &[f32], pair: Option<(&[f32], &[f32])>, judged: &[usize], max_return| {
                     let last = last_snapshots(&nets, judged);
@@ -219,6 +222,7 @@ pub fn train(
                         last_snapshots: last.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
                         max_return,
                         shown_near_max,
+                        returns: value_is_a_return(cfg).then_some(returns.as_slice()),
                     })
                 };
             let values_of = |net: &QNetwork| net.values_of(data, &all, device);
@@ -408,6 +412,12 @@ fn finish(
 
 /// The largest value the exported model can give: 1 with the one-norm head (V scaled into
 /// [0, 1]), the largest return otherwise.
+/// Whether the exported V is a discounted return (the max-Q head), which the data's own
+/// returns bound from below; the one-norm head's `1 - |phi(s)|` is not.
+fn value_is_a_return(cfg: &TrainConfig) -> bool {
+    cfg.head == ValueHead::MaxQ
+}
+
 fn final_max_return(cfg: &TrainConfig, max_return: f64) -> f64 {
     match cfg.head {
         ValueHead::OneNorm => 1.0,
