@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Validation data from a real physics engine: gymnasium-robotics' MuJoCo `PointMaze`.
+
+A noisy waypoint controller wanders between random cells (it heads for the next cell of
+the shortest cell path to its current goal cell, and draws a new goal on arrival), in
+episodes of 1000 steps from random cells. Each row within 0.45 of a fixed target cell's
+centre carries a reward of 1 and is terminal (the data run on: the next row starts a new
+trajectory), or with `--nonterminal` is not (D4RL's maze2d style). The truth for each
+state is minus the geodesic distance of (x, y) to the target (a 0.05 grid over the open
+cells), saved beside the data as `<out>_truth.npy`.
+
+    python3 -m pip install numpy mujoco gymnasium-robotics
+    python3 scripts/pointmaze.py gen --out large.npz [--env PointMaze_Large-v3 --goal 7,9]
+        [--steps 200000 --seed 0 --noise 0.1 --heavy --nonterminal]
+    laq train --data large.npz --out run
+    laq predict --model run/value.safetensors --data large.npz --out v.csv
+    python3 scripts/pointmaze.py score large_truth.npy v.csv
+
+`--heavy` doubles the joints' damping and halves the actuators' gear. docs/trust.md has
+the figures this data gave.
+"""
+import argparse
+import heapq
+from collections import deque
+
+import numpy as np
+
+
+def generate(a):
+    import gymnasium as gym
+    import gymnasium_robotics
+
+    gym.register_envs(gymnasium_robotics)
+    rng = np.random.default_rng(a.seed)
+    env = gym.make(a.env, continuing_task=True, max_episode_steps=10**9).unwrapped
+    maze = env.maze
+    grid = np.array(maze.maze_map)
+    rows, cols = grid.shape
+    if a.heavy:
+        model = env.point_env.model
+        model.dof_damping[:] *= 2
+        model.actuator_gear[:] *= 0.5
+    cells = [(i, j) for i in range(rows) for j in range(cols) if grid[i, j] == 0]
+    gi, gj = map(int, a.goal.split(","))
+    if grid[gi, gj] != 0:
+        raise SystemExit(f"--goal {a.goal} is a wall of {a.env}")
+    target = maze.cell_rowcol_to_xy(np.array([gi, gj]))
+
+    def towards(goal):
+        """For each cell, the next cell on a shortest cell path to `goal`."""
+        step = {goal: goal}
+        queue = deque([goal])
+        while queue:
+            c = queue.popleft()
+            for d in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                n = (c[0] + d[0], c[1] + d[1])
+                if 0 <= n[0] < rows and 0 <= n[1] < cols and grid[n] == 0 and n not in step:
+                    step[n] = c
+                    queue.append(n)
+        return step
+
+    routes = {c: towards(c) for c in cells}
+    obs, nxt, rew, term, tout = [], [], [], [], []
+    while len(rew) < a.steps:
+        start = cells[rng.integers(len(cells))]
+        o, _ = env.reset(
+            seed=int(rng.integers(1 << 30)),
+            options={"reset_cell": np.array(start), "goal_cell": np.array([gi, gj])},
+        )
+        s = o["observation"].copy()
+        goal = cells[rng.integers(len(cells))]
+        for t in range(1000):
+            here = tuple(int(v) for v in maze.cell_xy_to_rowcol(s[:2]))
+            if here == goal:
+                goal = cells[rng.integers(len(cells))]
+            way = maze.cell_rowcol_to_xy(np.array(routes[goal].get(here, goal)))
+            act = np.clip(10 * (way - s[:2]) - s[2:], -1, 1) + rng.normal(0, a.noise, 2)
+            o, *_ = env.step(np.clip(act, -1, 1))
+            s2 = o["observation"].copy()
+            hit = bool(np.linalg.norm(s2[:2] - target) <= 0.45)
+            obs.append(s)
+            nxt.append(s2)
+            rew.append(1.0 if hit else 0.0)
+            term.append(hit and not a.nonterminal)
+            tout.append(t == 999 and not term[-1])
+            s = s2
+            if len(rew) >= a.steps:
+                tout[-1] = not term[-1]
+                break
+    obs = np.array(obs, np.float32)
+    np.savez(
+        a.out,
+        observations=obs,
+        next_observations=np.array(nxt, np.float32),
+        rewards=np.array(rew, np.float32),
+        terminals=np.array(term),
+        timeouts=np.array(tout),
+    )
+    np.save(a.out.removesuffix(".npz") + "_truth.npy", -geodesic(grid, (gi, gj), obs, maze))
+    print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, {int(sum(term))} terminal")
+
+
+def geodesic(grid, goal, obs, maze, res=20):
+    """Shortest-path distance from each state's (x, y) to the goal cell's centre, over a
+    grid of `1 / res` cells covering the open cells (8-connected)."""
+    rows, cols = grid.shape
+    free = np.kron(grid == 0, np.ones((res, res), bool))
+    dist = np.full(free.shape, np.inf)
+    src = (int((goal[0] + 0.5) * res), int((goal[1] + 0.5) * res))
+    dist[src] = 0.0
+    heap = [(0.0, src)]
+    moves = [(dr, dc, np.hypot(dr, dc)) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc]
+    while heap:
+        d, (r, c) = heapq.heappop(heap)
+        if d > dist[r, c]:
+            continue
+        for dr, dc, w in moves:
+            rr, cc = r + dr, c + dc
+            if 0 <= rr < free.shape[0] and 0 <= cc < free.shape[1] and free[rr, cc]:
+                if d + w < dist[rr, cc]:
+                    dist[rr, cc] = d + w
+                    heapq.heappush(heap, (d + w, (rr, cc)))
+    scale = maze.maze_size_scaling
+    j = (obs[:, 0] + cols * scale / 2) / scale
+    i = (rows * scale / 2 - obs[:, 1]) / scale
+    ri = np.clip((i * res).astype(int), 0, free.shape[0] - 1)
+    ci = np.clip((j * res).astype(int), 0, free.shape[1] - 1)
+    d = dist[ri, ci] / res
+    finite = np.isfinite(d)
+    d[~finite] = d[finite].max()
+    return d
+
+
+def ranks(v):
+    order = np.argsort(v, kind="stable")
+    r = np.empty(len(v))
+    r[order] = np.arange(len(v))
+    # Ties share their average rank.
+    _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=r)
+    return (sums / counts)[inverse]
+
+
+def score(a):
+    truth = np.load(a.truth)
+    values = np.loadtxt(a.values, delimiter=",", skiprows=1, usecols=-1)
+    if len(values) != len(truth):
+        raise SystemExit(f"{a.values}: {len(values)} rows, {a.truth}: {len(truth)}")
+    print(f"Spearman {np.corrcoef(ranks(values), ranks(truth))[0, 1]:.3f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("gen", help="generate a dataset and its truth")
+    g.add_argument("--env", default="PointMaze_Large-v3")
+    g.add_argument("--goal", default="7,9", help="the target cell, row,col of the maze map")
+    g.add_argument("--steps", type=int, default=200000)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--noise", type=float, default=0.1, help="std of the action noise")
+    g.add_argument("--heavy", action="store_true")
+    g.add_argument("--nonterminal", action="store_true")
+    g.add_argument("--out", required=True)
+    s = sub.add_parser("score", help="Spearman of `laq predict`'s values against the truth")
+    s.add_argument("truth")
+    s.add_argument("values")
+    a = p.parse_args()
+    generate(a) if a.cmd == "gen" else score(a)
+
+
+if __name__ == "__main__":
+    main()
