@@ -119,21 +119,18 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     if cols == 4 {
         return rows_four_i8(words, q, sums);
     }
-    let x = words.as_ptr() as usize;
-    let frame = |out: &mut [i32], passes| [groups, cols, x, out.as_mut_ptr() as usize, passes];
-    let mut all = frame(sums, rows / 3);
+    let x = words.as_ptr();
     // SAFETY: the preconditions of `passes_i8`, checked above: `q` holds `rows >= 3 *
     // passes` rows of `cols = 4 * groups` bytes from a 4-aligned address, `sums` holds
     // `rows` sums, `passes >= 1`.
-    unsafe { passes_i8(&mut all, q.as_ptr()) };
+    unsafe { passes_i8(x, groups, cols, q.as_ptr(), sums.as_mut_ptr(), rows / 3) };
     // The last `rows % 3` rows: one more pass over the last three rows, which rewrites
     // one or two sums with the values they already have.
     let last = rows - 3;
     if let (Some(out), Some(rest)) = (sums.get_mut(last..), q.get(last * cols..)) {
         if rows % 3 != 0 {
-            let mut one = frame(out, 1);
             // SAFETY: as above, one pass from row `last`, three sums to `out`.
-            unsafe { passes_i8(&mut one, rest.as_ptr()) };
+            unsafe { passes_i8(x, groups, cols, rest.as_ptr(), out.as_mut_ptr(), 1) };
         }
     }
 }
@@ -244,115 +241,152 @@ macro_rules! pair_of_groups {
     };
 }
 
-/// The int8 sums of `frame[4]` passes of three rows each. `frame` is `[groups, cols, x,
-/// out, passes]` (the first three loaded by one `ldm`): the number of groups of four
-/// inputs (`groups / 2` pairs, then whether one is left), the length of a row in bytes,
-/// the packed activations (`int8::Packed::words`), where the sums go (three per pass)
-/// and the number of passes; `rows` is the first row.
+/// The int8 sums of `passes` passes of three rows each: `groups` groups of four inputs
+/// packed at `x` (`int8::Packed::words`), rows of `cols = 4 * groups` bytes from
+/// `rows`, three sums per pass to `out`.
 ///
 /// Per word of four int8 weights `w0..w3` of a row: `sxtb16` gives the pair `(w0, w2)`
 /// and `sxtb16 ror #8` the pair `(w1, w3)`, and two `smlad`s multiply them with the two
 /// packed activation words and add both products to the row's sum. A pair of groups
 /// (eight inputs) takes one `ldm` of activations shared by the three rows and one
-/// `ldrd` of weights per row; the loop does two pairs per iteration (58 instructions per
-/// 48 multiply-accumulates). An odd group goes first, alone; with an odd number of
-/// pairs, the first enters the loop at its second half. The pass after a pass over rows `r..r + 3` starts at row `r + 3`, where the
-/// third row's pointer stopped. The loop needs 14 core registers: r6 and r7, which
-/// cannot be operands, are saved on the stack and restored, and the frame's address
-/// waits on the stack too.
+/// `ldrd` of weights per row; the loop does four pairs per iteration (112 instructions
+/// per 96 multiply-accumulates). The pass after a pass over rows `r..r + 3` starts at
+/// row `r + 3`, where the third row's pointer stopped.
 ///
-/// Audit notes: with no pair (`groups < 2`) no activation word past the odd group is
-/// read. Otherwise the loop over pairs of groups stops at the first word equal to
-/// [`PACKED_END`] at the start of a pair, checked after every second pair counted
+/// The loop needs 14 core registers, so what a pass needs to start lies in a frame on
+/// the stack, built once: three zero sums, where the pass starts, `cols`, where the
+/// loop is entered, `x`, `out` and the passes left; one `ldm` sets up a pass. A pass
+/// loads its first four activation words and jumps to where it starts: with an even
+/// number of groups, into the loop, at the block that leaves `pairs % 4` blocks (four
+/// if none) before the first end check, so that every check falls after a multiple of
+/// four pairs counted from the last; with an odd number, to the odd group first (the
+/// first two words), which then moves the first pair's two loaded words down, loads
+/// its other two and enters the loop. r6 and r7, which cannot be operands, are saved on
+/// the stack and restored.
+///
+/// Audit notes: the loop over pairs of groups stops at the first word equal to
+/// [`PACKED_END`] at the start of a pair, checked after a multiple of four pairs counted
 /// from the last (so after at least one pair); `int8::pack` writes the marker right
-/// after the groups, so the loop handles at most `pairs` pairs and its last `ldm` reads
-/// at most the four words from the marker on.
-/// (A group's first word equals the marker only if two of its inputs are not finite, see
-/// `int8::pack`; the loop then stops early and reads less.) So each pass reads at
-/// most `2 * groups + 4` words of activations and `4 * groups` bytes from each of its
-/// row pointers; the next pass starts where the third pointer stopped, at or before the
-/// next row, so the third row of every pass ends at or before the end of `q`. Memory
-/// written: the sums (`stmia`, three words per pass), `frame[3]` and `frame[4]`
-/// (advanced each pass), and three stack words (r6, r7 and the frame's address, popped
-/// before the asm ends).
+/// after the groups, so the loop handles at most `pairs = groups / 2 >= 1` pairs and
+/// its last `ldm` reads at most the four words from the marker on. (A group's first
+/// word equals the marker only if two of its inputs are not finite, see `int8::pack`;
+/// the loop then stops early and reads less.) The first load of a pass reads four words
+/// that lie in the groups (two of the first pair, or the odd group and half of the
+/// first pair: `groups >= 2`). So each pass reads at most `2 * groups + 4` words of
+/// activations and `4 * groups` bytes from each of its row pointers; the next pass
+/// starts where the third pointer stopped, at or before the next row, so the third
+/// row of every pass ends at or before the end of `rows`. Memory written: the sums
+/// (`stmia`, three words per pass) and the stack (the two saved registers and the
+/// nine-word frame, all released before the asm ends).
 ///
 /// # Safety
 ///
-/// `frame[2]` points to a packing of `int8::pack` with `frame[0] = groups > 0` groups
-/// that is live for the call (with at least two groups, its marker in place and four
-/// readable words from it); `frame[1] = cols == 4 * groups`; `rows` points to `3 *
-/// passes` consecutive rows of `cols` readable bytes each, 4-aligned; `frame[3]` points
-/// to `3 * passes` writable i32s; `frame[4] = passes > 0`.
+/// `x` points to a packing of `int8::pack` with `groups >= 2` groups that is live for
+/// the call (its marker in place and four readable words from it); `cols == 4 *
+/// groups`; `rows` points to `3 * passes` consecutive rows of `cols` readable bytes
+/// each, 4-aligned; `out` points to `3 * passes` writable i32s; `passes > 0`.
 #[cfg(all(laq_dsp, feature = "int8"))]
 #[inline(never)]
-unsafe fn passes_i8(frame: &mut [usize; 5], rows: *const u8) {
+unsafe fn passes_i8(
+    x: *const u32,
+    groups: usize,
+    cols: usize,
+    rows: *const u8,
+    out: *mut i32,
+    passes: usize,
+) {
     // SAFETY: the caller's contract, the audit notes above: every read is inside the
     // packing or the rows, every word load is aligned (the activations are a `&[u32]`,
-    // the rows checked by the caller); the writes are the sums, the frame (exclusively
-    // borrowed) and the stack words popped before the end. Every register the asm
-    // changes but r6 and r7 (restored) is declared.
+    // the rows checked by the caller); the writes are the sums and the stack words
+    // released before the end. Every register the asm changes but r6 and r7 (restored)
+    // is declared.
     unsafe {
         core::arch::asm!(
-            "push {{r0, r6, r7}}",
+            "push {{r6, r7}}",
+            // Where the loop is entered, from `pairs % 4` (a Thumb address: bit 0 set).
+            "ubfx r6, r0, #1, #2",
+            "adr r2, 3f",
+            "cmp r6, #3",
+            "it eq",
+            "adreq r2, 5f",
+            "cmp r6, #2",
+            "it eq",
+            "adreq r2, 6f",
+            "cmp r6, #1",
+            "it eq",
+            "adreq r2, 7f",
+            "orr r2, r2, #1",
+            "push {{r1-r5}}",
+            // Where a pass starts: the odd group, or the loop.
+            "tst r0, #1",
+            "it ne",
+            "adrne r2, 8f",
+            "it ne",
+            "orrne r2, r2, #1",
+            "movs r0, #0",
+            "movs r1, #0",
+            "movs r3, #0",
+            "push {{r0-r3}}",
             "1:",
-            "ldm r0, {{r3, r11, lr}}",
+            "ldm sp, {{r4, r5, r7, r8, r11, r12, lr}}",
             "add r10, r9, r11",
             "add r11, r10, r11",
-            "movs r4, #0",
-            "movs r5, #0",
-            "mov r8, r4",
-            // r3 = pairs of groups; C: an odd group; Z: no pair (kept below: no
-            // instruction of the odd group sets flags).
-            "lsrs r3, r3, #1",
-            "bcc 2f",
-            "ldrd r0, r1, [lr], #8",
+            "ldm lr!, {{r0-r3}}",
+            "bx r7",
+            // `adr` above counts from the word-aligned PC, resolved when assembling: the
+            // section must start word-aligned (this raises its alignment; the padding,
+            // if any, is never executed).
+            ".p2align 2",
+            "8:",
             "ldr r6, [r9], #4",
-            "sxtb16 r12, r6",
-            "smlad r4, r12, r0, r4",
+            "sxtb16 r7, r6",
+            "smlad r4, r7, r0, r4",
             "sxtb16 r6, r6, ror #8",
             "smlad r4, r6, r1, r4",
             "ldr r6, [r10], #4",
-            "sxtb16 r12, r6",
-            "smlad r5, r12, r0, r5",
+            "sxtb16 r7, r6",
+            "smlad r5, r7, r0, r5",
             "sxtb16 r6, r6, ror #8",
             "smlad r5, r6, r1, r5",
             "ldr r6, [r11], #4",
-            "sxtb16 r12, r6",
-            "smlad r8, r12, r0, r8",
+            "sxtb16 r7, r6",
+            "smlad r8, r7, r0, r8",
             "sxtb16 r6, r6, ror #8",
             "smlad r8, r6, r1, r8",
-            "2:",
-            "beq 4f",
-            // C: an odd number of pairs; the first then enters the loop over two pairs
-            // at a time at its second half.
-            "lsrs r3, r3, #1",
-            "ldm lr!, {{r0-r3}}",
-            "bcs 5f",
+            "mov r0, r2",
+            "mov r1, r3",
+            "ldrd r2, r3, [lr], #8",
+            "bx r12",
             "3:",
             pair_of_groups!(),
             "ldm lr!, {{r0-r3}}",
             "5:",
             pair_of_groups!(),
             "ldm lr!, {{r0-r3}}",
+            "6:",
+            pair_of_groups!(),
+            "ldm lr!, {{r0-r3}}",
+            "7:",
+            pair_of_groups!(),
+            "ldm lr!, {{r0-r3}}",
             "cmp r0, #{end}",
             "bne 3b",
-            "4:",
-            "ldr r0, [sp]",
-            "ldrd r1, r2, [r0, #12]",
+            "ldrd r1, r2, [sp, #28]",
             "stmia r1!, {{r4, r5, r8}}",
             "mov r9, r11",
             "subs r2, r2, #1",
-            "strd r1, r2, [r0, #12]",
+            "strd r1, r2, [sp, #28]",
             "bne 1b",
-            "pop {{r0, r6, r7}}",
-            inout("r0") frame.as_mut_ptr() => _,
-            inout("r9") rows => _,
-            out("r1") _,
+            "add sp, sp, #36",
+            "pop {{r6, r7}}",
+            inout("r0") groups => _,
+            inout("r1") cols => _,
             out("r2") _,
-            out("r3") _,
-            out("r4") _,
-            out("r5") _,
+            inout("r3") x => _,
+            inout("r4") out => _,
+            inout("r5") passes => _,
             out("r8") _,
+            inout("r9") rows => _,
             out("r10") _,
             out("r11") _,
             out("r12") _,
