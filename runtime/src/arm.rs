@@ -452,49 +452,64 @@ pub(crate) fn pack_groups(words: &mut [u32], groups: usize, inv: f32) {
     }
 }
 
-/// See `portable::rescale`: with the ReLU and 4-aligned scales and biases, two rows per
-/// iteration in assembly (21 instructions: the same operations in the same order as the
-/// portable code, `vmla` not being fused; the ReLU a `bic` of the sign, the largest
-/// value tracked as unsigned bits, which order non-negative floats), the last odd row
-/// and every other case in the portable code.
+/// See `portable::rescale`: with the ReLU and 4-aligned scales and biases, four rows
+/// per iteration in assembly (36 instructions: the same operations in the same order
+/// as the portable code, `vmla` not being fused; the ReLU a `bic` of the sign, the
+/// largest value tracked as unsigned bits, which order non-negative floats), the last
+/// `rows % 4` rows and every other case in the portable code.
 #[cfg(all(laq_dsp, feature = "int8"))]
 pub(crate) fn rescale(y: &mut [f32], scale: &[u8], bias: &[u8], x_scale: f32, relu: bool) -> u32 {
     let aligned = scale.as_ptr() as usize % 4 == 0 && bias.as_ptr() as usize % 4 == 0;
-    let pairs = (y.len() / 2).min(scale.len() / 8).min(bias.len() / 8);
-    if !relu || !aligned || pairs == 0 {
+    let quads = (y.len() / 4).min(scale.len() / 16).min(bias.len() / 16);
+    if !relu || !aligned || quads == 0 {
         return crate::portable::rescale(y, scale, bias, x_scale, relu);
     }
-    let done = 2 * pairs;
+    let done = 4 * quads;
     let mut max: u32;
-    // SAFETY: the loop reads and writes `2 * pairs` words of `y` and reads as many of
+    // SAFETY: the loop reads and writes `4 * quads` words of `y` and reads as many of
     // `scale` and `bias`, each of which holds at least that many (checked above); all
     // three start 4-aligned (`y` is a `&mut [f32]`, the others checked), as `vldmia`
-    // needs. s0-s4 are declared clobbered; the stack is not used.
+    // needs. s0-s8 are declared clobbered; the stack is not used.
     unsafe {
         core::arch::asm!(
-            "vmov s4, {xs}",
+            "vmov s8, {xs}",
             "movs {m}, #0",
             "2:",
-            "vldmia {y}, {{s0-s1}}",
+            "vldmia {y}, {{s0-s3}}",
             "vcvt.f32.s32 s0, s0",
             "vcvt.f32.s32 s1, s1",
-            "vldmia {sc}!, {{s2-s3}}",
-            "vmul.f32 s0, s0, s2",
-            "vmul.f32 s1, s1, s3",
-            "vldmia {b}!, {{s2-s3}}",
+            "vcvt.f32.s32 s2, s2",
+            "vcvt.f32.s32 s3, s3",
+            "vldmia {sc}!, {{s4-s7}}",
+            "vmul.f32 s0, s0, s4",
+            "vmul.f32 s1, s1, s5",
+            "vmul.f32 s2, s2, s6",
+            "vmul.f32 s3, s3, s7",
+            "vldmia {b}!, {{s4-s7}}",
             // Not fused: the product rounded, then the sum, as the portable code.
-            "vmla.f32 s2, s0, s4",
-            "vmla.f32 s3, s1, s4",
-            "vmov {v}, {w}, s2, s3",
-            "bic {v}, {v}, {v}, asr #31",
-            "bic {w}, {w}, {w}, asr #31",
-            "cmp {m}, {v}",
+            "vmla.f32 s4, s0, s8",
+            "vmla.f32 s5, s1, s8",
+            "vmla.f32 s6, s2, s8",
+            "vmla.f32 s7, s3, s8",
+            "vmov r0, r1, s4, s5",
+            "vmov r2, r3, s6, s7",
+            "bic r0, r0, r0, asr #31",
+            "bic r1, r1, r1, asr #31",
+            "bic r2, r2, r2, asr #31",
+            "bic r3, r3, r3, asr #31",
+            "cmp {m}, r0",
             "it lo",
-            "movlo {m}, {v}",
-            "cmp {m}, {w}",
+            "movlo {m}, r0",
+            "cmp {m}, r1",
             "it lo",
-            "movlo {m}, {w}",
-            "strd {v}, {w}, [{y}], #8",
+            "movlo {m}, r1",
+            "cmp {m}, r2",
+            "it lo",
+            "movlo {m}, r2",
+            "cmp {m}, r3",
+            "it lo",
+            "movlo {m}, r3",
+            "stmia {y}!, {{r0, r1, r2, r3}}",
             "subs {n}, {n}, #1",
             "bne 2b",
             xs = in(reg) x_scale.to_bits(),
@@ -502,14 +517,21 @@ pub(crate) fn rescale(y: &mut [f32], scale: &[u8], bias: &[u8], x_scale: f32, re
             y = inout(reg) y.as_mut_ptr() => _,
             sc = inout(reg) scale.as_ptr() => _,
             b = inout(reg) bias.as_ptr() => _,
-            n = inout(reg) pairs => _,
-            v = out(reg) _,
-            w = out(reg) _,
+            n = inout(reg) quads => _,
+            // r0-r3: ascending, for the `stmia`.
+            out("r0") _,
+            out("r1") _,
+            out("r2") _,
+            out("r3") _,
             out("s0") _,
             out("s1") _,
             out("s2") _,
             out("s3") _,
             out("s4") _,
+            out("s5") _,
+            out("s6") _,
+            out("s7") _,
+            out("s8") _,
             options(nostack),
         );
     }
