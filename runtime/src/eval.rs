@@ -5,13 +5,13 @@
 use crate::format::{CONV_KERNEL, CONV_PADDING, CONV_STRIDE};
 #[cfg(feature = "images")]
 use crate::kernels::linear_f32;
-use crate::kernels::{le_at, linear, Weights};
-use crate::slots::{
-    bias_slot, weight_slot, SLOT_DENSITY_DIMS, SLOT_DENSITY_MEANS, SLOT_DENSITY_VARIANCES,
-    SLOT_DENSITY_WEIGHTS, SLOT_INPUT_MEAN, SLOT_INPUT_SCALE,
-};
+use crate::kernels::{le_at, linear, F32s, Weights};
 #[cfg(feature = "images")]
 use crate::slots::{conv_bias_slot, conv_weight_slot};
+use crate::slots::{
+    SLOT_DENSITY_DIMS, SLOT_DENSITY_MEANS, SLOT_DENSITY_VARIANCES, SLOT_DENSITY_WEIGHTS,
+    SLOT_INPUT_MEAN, SLOT_INPUT_SCALE,
+};
 use crate::{Error, Head, Model};
 
 #[cfg(all(target_arch = "arm", target_abi = "eabihf"))]
@@ -112,18 +112,18 @@ impl Model<'_> {
                 &[cols, rows] => (cols as usize, rows as usize),
                 _ => (0, 0),
             };
+            let [w, _scale, bias] = self.layer_bytes(i);
             #[cfg(feature = "int8")]
             let weights = if self.layout.int8 & (1 << i) != 0 {
                 Weights::I8 {
-                    q: self.bytes(weight_slot(i)),
-                    scale: self.bytes(crate::slots::scale_slot(i)),
+                    q: w,
+                    scale: _scale,
                 }
             } else {
-                Weights::F32(self.f32s(weight_slot(i)))
+                Weights::F32(F32s::new(w))
             };
             #[cfg(not(feature = "int8"))]
-            let weights = Weights::F32(self.f32s(weight_slot(i)));
-            let bias = self.bytes(bias_slot(i));
+            let weights = Weights::F32(F32s::new(w));
             let relu = i + 1 < layers;
             // Ping-pong between the front and the back of the buffer: the input of a
             // layer and its output never overlap because in_i + out_i <= need.

@@ -471,6 +471,15 @@ impl<'a> Model<'a> {
             .unwrap_or(&[])
     }
 
+    /// The bytes of linear layer `i`'s weights, scales (empty for f32 weights) and
+    /// biases: [`Model::bytes`] of its three slots (see `Layout::layer_ranges`).
+    pub(crate) fn layer_bytes(&self, i: usize) -> [&'a [u8]; 3] {
+        let d = self.data.unwrap_or(&[]);
+        let get = |r: core::ops::Range<usize>| d.get(r).unwrap_or(&[]);
+        let [w, s, b] = self.layout.layer_ranges(i);
+        [get(w), get(s), get(b)]
+    }
+
     /// The f32 values of the tensor in `slot`.
     pub(crate) fn f32s(&self, slot: usize) -> F32s<'a> {
         F32s::new(self.bytes(slot))

@@ -580,6 +580,34 @@ impl Layout {
         }
     }
 
+    /// What [`Layout::range`] gives for linear layer `layer`'s weights, scales and biases
+    /// (empty for a layer past the last), from the layer's shape at once, where the
+    /// generic lookup matches on the slot for each. Validation requires a layer's
+    /// weights and biases, and its scales exactly when its weights are int8, so only
+    /// the scales can be absent (empty).
+    pub(crate) fn layer_ranges(&self, layer: usize) -> [core::ops::Range<usize>; 3] {
+        let (cols, rows) = self.shape(layer);
+        let int8 = self.int8 & (1 << layer) != 0;
+        // No overflow in a validated layout (each tensor lies in the file), so these
+        // equal the saturating sums of `range`; otherwise `get` refuses the range.
+        let per_row = rows.wrapping_mul(4);
+        let weights = rows
+            .wrapping_mul(cols)
+            .wrapping_mul(if int8 { 1 } else { 4 });
+        let slots = weight_slot(layer)..bias_slot(layer) + 1;
+        match self.offsets.get(slots) {
+            Some(&[w, s, b]) if layer < usize::from(self.layers) => {
+                let at = |start: u32, len: u32| start as usize..start.wrapping_add(len) as usize;
+                [
+                    at(w, weights),
+                    at(s, if int8 { per_row } else { 0 }),
+                    at(b, per_row),
+                ]
+            }
+            _ => [0..0, 0..0, 0..0],
+        }
+    }
+
     /// `(inputs, outputs)` of `layer` (zeros past [`MAX_LAYERS`]).
     pub(crate) fn shape(&self, layer: usize) -> (u32, u32) {
         match self.widths.get(layer..) {
