@@ -96,9 +96,9 @@ pub(crate) fn block4(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
 
 /// See `portable::rows_i8`: each row's exact i32 sum, three rows at a time, with the
 /// DSP extension's dual 16-bit multiply-accumulate (see [`passes_i8`]); rows of exactly
-/// four inputs two at a time ([`rows_four_i8`]). Falls back to the portable code unless
-/// there are at least three rows, the row length is a multiple of 4 and the rows start
-/// 4-aligned (`ldrd` needs word alignment).
+/// four inputs four at a time ([`rows_four_i8`]). Falls back to the portable code unless
+/// there are at least three rows (four of four inputs), the row length is a multiple
+/// of 4 and the rows start 4-aligned (`ldrd` needs word alignment).
 #[cfg(all(laq_dsp, feature = "int8"))]
 #[inline]
 pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
@@ -107,7 +107,7 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     let words = x.words();
     let pairs = groups / 2;
     let fits = groups > 0
-        && rows >= 3
+        && rows >= if cols == 4 { 4 } else { 3 }
         && cols == 4 * groups
         && words.len() >= cols
         && q.as_ptr() as usize % 4 == 0
@@ -211,58 +211,73 @@ fn two_rows_i8(words: &[u32], q: &[u8], cols: usize, out: &mut [i32]) {
 }
 
 /// The sums of rows of exactly four inputs (a first layer over a small state): each row
-/// one word of weights against the group's two words, two rows per iteration with no
-/// per-pass work (6 instructions per row, against about 11 in a pass of three);
-/// `smuad` starts each sum. An odd last row: the last two rows again. Called by
-/// [`rows_i8`] with at least three rows of 4 bytes from a 4-aligned `q` and the two
-/// words of one group in `words`.
+/// one word of weights against the group's two words, four rows per iteration with no
+/// per-pass work (one `ldm` of four rows, four instructions per row, one `stm`: 5
+/// instructions per row, against about 11 in a pass of three); `smuad` starts each sum,
+/// which ends in the register that held the row. The last `rows % 4` rows: the last
+/// four rows again, by the same loop. Called by [`rows_i8`] with at least four rows of
+/// 4 bytes from a 4-aligned `q` and the two words of one group in `words`.
 #[cfg(all(laq_dsp, feature = "int8"))]
 fn rows_four_i8(words: &[u32], q: &[u8], sums: &mut [i32]) {
     let rows = sums.len().min(q.len() / 4);
-    let (Some(&[a, b]), true) = (words.get(..2), rows >= 2) else {
+    let (Some(&[a, b]), true) = (words.get(..2), rows >= 4) else {
         return;
     };
-    let run = |q: &[u8], out: &mut [i32], pairs: usize| {
-        // SAFETY: `pairs >= 1` iterations each read two words of `q` and write two
-        // sums; the callers below pass `q` with at least `2 * pairs` rows of 4 bytes
-        // from a 4-aligned address (`rows_i8` checked it) and `out` with at least
-        // `2 * pairs` sums. No stack, no other memory; flags and the listed registers
-        // only.
-        unsafe {
-            core::arch::asm!(
-                "2:",
-                "ldrd {w}, {v}, [{q}], #8",
-                "sxtb16 {t}, {w}",
-                "smuad {s}, {t}, {a}",
-                "sxtb16 {w}, {w}, ror #8",
-                "smlad {s}, {w}, {b}, {s}",
-                "sxtb16 {t}, {v}",
-                "smuad {u}, {t}, {a}",
-                "sxtb16 {v}, {v}, ror #8",
-                "smlad {u}, {v}, {b}, {u}",
-                "strd {s}, {u}, [{out}], #8",
-                "subs {n}, {n}, #1",
-                "bne 2b",
-                a = in(reg) a,
-                b = in(reg) b,
-                q = inout(reg) q.as_ptr() => _,
-                out = inout(reg) out.as_mut_ptr() => _,
-                n = inout(reg) pairs => _,
-                w = out(reg) _,
-                v = out(reg) _,
-                t = out(reg) _,
-                s = out(reg) _,
-                u = out(reg) _,
-                options(nostack),
-            );
-        }
-    };
-    run(q, sums, rows / 2);
-    if rows % 2 != 0 {
-        let last = rows - 2;
-        if let (Some(q), Some(out)) = (q.get(4 * last..), sums.get_mut(last..)) {
-            run(q, out, 1);
-        }
+    // Bytes of `q` (and of `sums`) between where the loop stops and where the last
+    // four rows start: the loop runs once more from there.
+    let back = (4 - rows % 4) % 4 * 4;
+    // SAFETY: each iteration reads four words of `q` and writes four sums. The loop
+    // runs `rows / 4 >= 1` times from the starts of `q` and `sums`, which hold `rows`
+    // rows of 4 bytes (from a 4-aligned address, `rows_i8` checked it) and `rows` sums,
+    // then, if `back > 0`, once more from `back` bytes before where it stopped, that is
+    // from row `rows - 4 >= 0`. No stack, no other memory; flags and the listed
+    // registers only.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "ldm {q}!, {{r0-r3}}",
+            "sxtb16 {t}, r0",
+            "smuad {s}, {t}, {a}",
+            "sxtb16 r0, r0, ror #8",
+            "smlad r0, r0, {b}, {s}",
+            "sxtb16 {t}, r1",
+            "smuad {s}, {t}, {a}",
+            "sxtb16 r1, r1, ror #8",
+            "smlad r1, r1, {b}, {s}",
+            "sxtb16 {t}, r2",
+            "smuad {s}, {t}, {a}",
+            "sxtb16 r2, r2, ror #8",
+            "smlad r2, r2, {b}, {s}",
+            "sxtb16 {t}, r3",
+            "smuad {s}, {t}, {a}",
+            "sxtb16 r3, r3, ror #8",
+            "smlad r3, r3, {b}, {s}",
+            "stm {out}!, {{r0-r3}}",
+            "subs {n}, {n}, #1",
+            "bne 2b",
+            "cmp {back}, #0",
+            "beq 3f",
+            "sub {q}, {q}, {back}",
+            "sub {out}, {out}, {back}",
+            "movs {back}, #0",
+            "movs {n}, #1",
+            "b 2b",
+            "3:",
+            a = in(reg) a,
+            b = in(reg) b,
+            q = inout(reg) q.as_ptr() => _,
+            out = inout(reg) sums.as_mut_ptr() => _,
+            n = inout(reg) rows / 4 => _,
+            back = inout(reg) back => _,
+            t = out(reg) _,
+            s = out(reg) _,
+            // r0-r3: ascending, for the `ldm` and the `stm`.
+            out("r0") _,
+            out("r1") _,
+            out("r2") _,
+            out("r3") _,
+            options(nostack),
+        );
     }
 }
 
