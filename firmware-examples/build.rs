@@ -84,10 +84,14 @@ fn main() {
     let bench = bench_model(&[4, 128, 128, 8], false);
     let bench_i8 = bench_model(&[4, 128, 128, 8], true);
     // Every shape the int8 assembly treats apart: 4 inputs (rows of one word, 25 of
-    // them: an odd last row), 25 (not groups of four: the portable fallback), 24 (three
-    // pairs of groups: one alone, then two at a time), 20 (a group alone, then two
-    // pairs), 12 (a group and a pair alone); 20 and 7 rows end in a partial pass.
-    let shapes_i8 = bench_model(&[4, 25, 24, 20, 12, 7], true);
+    // them: one past a multiple of four), 25 (not groups of four: the portable
+    // fallback), 24 (three pairs of groups: the loop of four pairs entered at its
+    // second), 20 (a group alone, then two pairs: entered at the third), 12 (a group
+    // alone and a pair: entered at the fourth), 16 (two pairs, no group alone); rows
+    // past a multiple of three: 20 (two, even groups: the two-row loop), 16 (one, odd
+    // groups: a last pass of three) and 7 (one, even groups: the two-row loop over the
+    // last two). The 4-128-128-8 model enters at the first (sixteen pairs).
+    let shapes_i8 = bench_model(&[4, 25, 24, 20, 12, 16, 7], true);
     let one_norm = one_norm_model();
     let conv = conv_model();
     fs::write(out.join("conv.safetensors"), &conv).expect("write conv model");

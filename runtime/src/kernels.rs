@@ -291,7 +291,7 @@ mod tests {
     /// `-range..=range` with one scale (to the nearest, ties to even), exact integer
     /// sums, `sum * row_scale * x_scale + bias`; every column and row count the host's
     /// layout meets (one input per word, passes of two rows with a last one alone). The
-    /// grouped layout of ARMv7E-M is checked on the target (`bench_mcu`'s 4-25-24-20-12-7
+    /// grouped layout of ARMv7E-M is checked on the target (`bench_mcu`'s 4-25-24-20-12-16-7
     /// model).
     #[cfg(feature = "int8")]
     #[test]

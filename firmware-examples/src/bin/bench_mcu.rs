@@ -168,7 +168,7 @@ fn check_unaligned() -> bool {
     ok
 }
 
-/// The int8 model of odd shapes (4-25-24-20-12-7: rows of four inputs, groups and
+/// The int8 model of odd shapes (4-25-24-20-12-16-7: rows of four inputs, groups and
 /// pairs of groups alone, partial passes) from an aligned address (the assembly) and from an odd one (the
 /// portable fallbacks): each value must equal the host's.
 fn check_int8_shapes() -> bool {
@@ -187,7 +187,7 @@ fn check_int8_shapes() -> bool {
             .is_ok_and(|v| v.to_bits() == SHAPES_I8_V.to_bits());
     }
     hprintln!(
-        "int8 4-25-24-20-12-7 (odd rows, groups and pairs, partial passes), aligned and unaligned, matches the host exactly: {}",
+        "int8 4-25-24-20-12-16-7 (odd rows, groups and pairs, partial passes), aligned and unaligned, matches the host exactly: {}",
         ok
     );
     ok
