@@ -95,8 +95,9 @@ pub(crate) fn block4(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
 }
 
 /// See `portable::rows_i8`: each row's exact i32 sum, three rows at a time, with the
-/// DSP extension's dual 16-bit multiply-accumulate (see [`passes_i8`]); rows of exactly
-/// four inputs four at a time ([`rows_four_i8`]). Falls back to the portable code unless
+/// DSP extension's dual 16-bit multiply-accumulate (see [`passes_i8`]), the last two
+/// rows of a layer whose rows are not a multiple of three two at a time
+/// ([`two_rows_i8`]); rows of exactly four inputs four at a time ([`rows_four_i8`]). Falls back to the portable code unless
 /// there are at least three rows (four of four inputs), the row length is a multiple
 /// of 4 and the rows start 4-aligned (`ldrd` needs word alignment).
 #[cfg(all(laq_dsp, feature = "int8"))]

@@ -218,13 +218,13 @@ fn grid_guide_runs_in_qemu() {
     );
     assert!(out.contains("bench_mcu: PASS"), "{out}");
     // The figures of docs/runtime.md's table, with a little room: the f32 kernel's 2.0
-    // goal, and the int8 kernel (dual 16-bit multiply-accumulate, 1.61 measured; its
-    // goal of 1.5 is not met) well ahead of f32.
+    // goal, and the int8 kernel (dual 16-bit multiply-accumulate, 1.49 measured) within
+    // its goal of 1.5 and well ahead of f32.
     let f32_mac = per_mac(&out, "mlp 4-128-128-8 f32");
     let int8_mac = per_mac(&out, "mlp 4-128-128-8 int8");
     assert!(f32_mac <= 2.0, "f32: {f32_mac} instructions per MAC\n{out}");
     assert!(
-        int8_mac <= 1.65,
+        int8_mac <= 1.50,
         "int8: {int8_mac} instructions per MAC\n{out}"
     );
     assert!(
