@@ -340,7 +340,7 @@ macro_rules! pair_of_groups {
 /// and `sxtb16 ror #8` the pair `(w1, w3)`, and two `smlad`s multiply them with the two
 /// packed activation words and add both products to the row's sum. A pair of groups
 /// (eight inputs) takes one `ldm` of activations shared by the three rows and one
-/// `ldrd` of weights per row; the loop does four pairs per iteration (112 instructions
+/// `ldrd` of weights per row; the loop does four pairs per iteration (114 instructions
 /// per 96 multiply-accumulates). The pass after a pass over rows `r..r + 3` starts at
 /// row `r + 3`, where the third row's pointer stopped.
 ///
