@@ -19,9 +19,9 @@ use std::path::Path;
 /// test measures `size_eval` again and fails if it grows past this figure.
 pub const RUNTIME_FLASH_BYTES_MLP: usize = 8_232;
 /// What the `int8` feature adds for models with int8 layers (the quantising, the
-/// integer kernels and the rescale): 9 616 - 7 360 B. Checked by the firmware test like
+/// integer kernels and the rescale): 9 628 - 7 360 B. Checked by the firmware test like
 /// [`RUNTIME_FLASH_BYTES_MLP`].
-pub const RUNTIME_FLASH_BYTES_INT8: usize = 2_256;
+pub const RUNTIME_FLASH_BYTES_INT8: usize = 2_268;
 /// The same as [`RUNTIME_FLASH_BYTES_MLP`] for image models, which need the `images`
 /// feature (the convolutions and the version 2 checks): 9 120 B with
 /// `new_checked_in_place`, plus 876 B for `Model::new_checked`. Checked by the firmware
