@@ -290,16 +290,13 @@ pub fn steps_reliability(data: &Dataset, traces: &[(usize, usize)]) -> Option<f6
         .map(|&(i, _)| data.obs_row(i).into_owned())
         .collect();
     let cols: Vec<f32> = rows.iter().flatten().copied().collect();
+    // `column_stats` gives 1 for a constant column's spread.
     let (mean, std) = stats::column_stats(&cols, d);
-    let scale: Vec<f32> = std
-        .iter()
-        .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
-        .collect();
     let standard = |x: &[f32]| -> Vec<f32> {
         x.iter()
             .zip(&mean)
-            .zip(&scale)
-            .map(|((v, m), s)| (v - m) * s)
+            .zip(&std)
+            .map(|((v, m), s)| (v - m) / s)
             .collect()
     };
     let points: Vec<Vec<f32>> = rows.iter().map(|r| standard(r)).collect();
@@ -502,13 +499,24 @@ mod tests {
                 t.push(s == 9);
             }
         }
+        line(o, nx, r, t, None)
+    }
+
+    /// One-dimensional data from its columns.
+    fn line(
+        o: Vec<f32>,
+        nx: Vec<f32>,
+        r: Vec<f32>,
+        t: Vec<bool>,
+        to: Option<Vec<bool>>,
+    ) -> Dataset {
         Dataset {
             obs_shape: vec![1],
             observations: o.into(),
             next_observations: nx.into(),
             rewards: r,
             terminals: t,
-            timeouts: None,
+            timeouts: to,
             next_missing: None,
             actions: None,
         }
@@ -551,16 +559,7 @@ mod tests {
             }
         }
         let n = r.len();
-        Dataset {
-            obs_shape: vec![1],
-            observations: o.into(),
-            next_observations: nx.into(),
-            rewards: r,
-            terminals: vec![false; n],
-            timeouts: Some(to),
-            next_missing: None,
-            actions: None,
-        }
+        line(o, nx, r, vec![false; n], Some(to))
     }
 
     #[test]
@@ -617,7 +616,7 @@ mod tests {
     }
 
     #[test]
-    fn a_v_below_the_datas_own_returns_is_doubtful() {
+    fn a_good_v_is_trusted_a_flat_or_low_one_is_not() {
         let d = chain();
         let labels: Vec<u32> = (0..30).map(|i| (i % 2) as u32).collect();
         let good: Vec<f32> = (0..30).map(|i| 0.9f32.powi(9 - (i % 10))).collect();
@@ -633,35 +632,6 @@ mod tests {
             shown_near_max: shown_near_max(&returns, 1.0),
             returns: Some(&returns),
         };
-        assert_eq!(assess(&e).verdict, Verdict::Trusted);
-        // The same ranking at half the values: as if they had not travelled back far.
-        let half: Vec<f32> = good.iter().map(|v| v / 2.0).collect();
-        let low = assess(&Evidence {
-            values: &half,
-            pair: Some((&half, &half)),
-            last_snapshots: Some((&half, &half)),
-            ..e
-        });
-        let failed: Vec<&str> = low.failed().map(|c| c.name.as_str()).collect();
-        assert_eq!(failed, ["below_data_returns"], "{low}");
-    }
-
-    #[test]
-    fn a_good_v_is_trusted_and_a_flat_one_is_not() {
-        let d = chain();
-        let labels: Vec<u32> = (0..30).map(|i| (i % 2) as u32).collect();
-        let good: Vec<f32> = (0..30).map(|i| 0.9f32.powi(9 - (i % 10))).collect();
-        let e = Evidence {
-            data: &d,
-            labels: &labels,
-            num_actions: 2,
-            values: &good,
-            pair: Some((&good, &good)),
-            last_snapshots: Some((&good, &good)),
-            max_return: 1.0,
-            shown_near_max: 0.0,
-            returns: None,
-        };
         let t = assess(&e);
         assert_eq!(t.verdict, Verdict::Trusted, "{t}");
         let flat = vec![1.0f32; 30];
@@ -676,5 +646,15 @@ mod tests {
         assert!(failed.contains(&"not_saturated"), "{bad}");
         assert!(failed.contains(&"seed_agreement"), "{bad}");
         assert!(bad.to_string().contains("DOUBTFUL"));
+        // The same ranking at half the values: as if they had not travelled back far.
+        let half: Vec<f32> = good.iter().map(|v| v / 2.0).collect();
+        let low = assess(&Evidence {
+            values: &half,
+            pair: Some((&half, &half)),
+            last_snapshots: Some((&half, &half)),
+            ..e
+        });
+        let failed: Vec<&str> = low.failed().map(|c| c.name.as_str()).collect();
+        assert_eq!(failed, ["below_data_returns"], "{low}");
     }
 }
