@@ -146,6 +146,73 @@ pub(crate) fn rows_i8(x: &Packed<'_>, q: &[u8], cols: usize, sums: &mut [i32]) {
     }
 }
 
+/// Eight inputs (a pair of groups, packed in r0-r3) against eight int8 weights of a
+/// row (read through `$row`, advanced), added to the row's sum `$acc`: one `ldrd`, four
+/// `sxtb16`, four `smlad`; `$w`, `$v` and `$k` are scratch (registers, or operands of
+/// the asm that expands it).
+#[cfg(all(laq_dsp, feature = "int8"))]
+macro_rules! eight_of_a_row {
+    ($row:literal, $acc:literal, $w:literal, $v:literal, $k:literal) => {
+        concat!(
+            "ldrd ",
+            $w,
+            ", ",
+            $v,
+            ", [",
+            $row,
+            "], #8\n",
+            "sxtb16 ",
+            $k,
+            ", ",
+            $w,
+            "\n",
+            "smlad ",
+            $acc,
+            ", ",
+            $k,
+            ", r0, ",
+            $acc,
+            "\n",
+            "sxtb16 ",
+            $w,
+            ", ",
+            $w,
+            ", ror #8\n",
+            "smlad ",
+            $acc,
+            ", ",
+            $w,
+            ", r1, ",
+            $acc,
+            "\n",
+            "sxtb16 ",
+            $k,
+            ", ",
+            $v,
+            "\n",
+            "smlad ",
+            $acc,
+            ", ",
+            $k,
+            ", r2, ",
+            $acc,
+            "\n",
+            "sxtb16 ",
+            $v,
+            ", ",
+            $v,
+            ", ror #8\n",
+            "smlad ",
+            $acc,
+            ", ",
+            $v,
+            ", r3, ",
+            $acc,
+            "\n",
+        )
+    };
+}
+
 /// The sums of the first two rows of `q` (rows of `cols` bytes) into `out`, a pair of
 /// groups per iteration as in [`passes_i8`] (21 instructions per 16
 /// multiply-accumulates, against 28 per 24 in a pass of three rows, whose third row
@@ -171,24 +238,8 @@ fn two_rows_i8(words: &[u32], q: &[u8], cols: usize, out: &mut [i32]) {
         core::arch::asm!(
             "ldm {x}!, {{r0-r3}}",
             "2:",
-            "ldrd {w}, {v}, [{a}], #8",
-            "sxtb16 {k}, {w}",
-            "smlad {s}, {k}, r0, {s}",
-            "sxtb16 {w}, {w}, ror #8",
-            "smlad {s}, {w}, r1, {s}",
-            "sxtb16 {k}, {v}",
-            "smlad {s}, {k}, r2, {s}",
-            "sxtb16 {v}, {v}, ror #8",
-            "smlad {s}, {v}, r3, {s}",
-            "ldrd {w}, {v}, [{b}], #8",
-            "sxtb16 {k}, {w}",
-            "smlad {t}, {k}, r0, {t}",
-            "sxtb16 {w}, {w}, ror #8",
-            "smlad {t}, {w}, r1, {t}",
-            "sxtb16 {k}, {v}",
-            "smlad {t}, {k}, r2, {t}",
-            "sxtb16 {v}, {v}, ror #8",
-            "smlad {t}, {v}, r3, {t}",
+            eight_of_a_row!("{a}", "{s}", "{w}", "{v}", "{k}"),
+            eight_of_a_row!("{b}", "{t}", "{w}", "{v}", "{k}"),
             "ldm {x}!, {{r0-r3}}",
             "cmp r0, #{end}",
             "bne 2b",
@@ -282,52 +333,14 @@ fn rows_four_i8(words: &[u32], q: &[u8], sums: &mut [i32]) {
     }
 }
 
-/// Eight inputs (a pair of groups, packed in r0-r3) against eight int8 weights of a
-/// row (read through `$row`, advanced), added to the row's sum `$acc`: one `ldrd`, four
-/// `sxtb16`, four `smlad`; r6, r7 and r12 are scratch.
-#[cfg(all(laq_dsp, feature = "int8"))]
-macro_rules! eight_of_a_row {
-    ($row:literal, $acc:literal) => {
-        concat!(
-            "ldrd r6, r7, [",
-            $row,
-            "], #8\n",
-            "sxtb16 r12, r6\n",
-            "smlad ",
-            $acc,
-            ", r12, r0, ",
-            $acc,
-            "\n",
-            "sxtb16 r6, r6, ror #8\n",
-            "smlad ",
-            $acc,
-            ", r6, r1, ",
-            $acc,
-            "\n",
-            "sxtb16 r12, r7\n",
-            "smlad ",
-            $acc,
-            ", r12, r2, ",
-            $acc,
-            "\n",
-            "sxtb16 r7, r7, ror #8\n",
-            "smlad ",
-            $acc,
-            ", r7, r3, ",
-            $acc,
-            "\n",
-        )
-    };
-}
-
 /// A pair of groups for the three rows of a pass of [`passes_i8`] (27 instructions).
 #[cfg(all(laq_dsp, feature = "int8"))]
 macro_rules! pair_of_groups {
     () => {
         concat!(
-            eight_of_a_row!("r9", "r4"),
-            eight_of_a_row!("r10", "r5"),
-            eight_of_a_row!("r11", "r8"),
+            eight_of_a_row!("r9", "r4", "r6", "r7", "r12"),
+            eight_of_a_row!("r10", "r5", "r6", "r7", "r12"),
+            eight_of_a_row!("r11", "r8", "r6", "r7", "r12"),
         )
     };
 }
