@@ -122,6 +122,7 @@ fn random_conv_net(
         imitation: None,
         value: None,
         checkpoints: vec![],
+        snapshots: vec![],
     }
 }
 

@@ -48,6 +48,7 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained, source: &str) ->
         purity: state_purity,
         model: ModelSummary::of(&tr.model),
         trust: tr.trust.clone(),
+        q_checkpoints: tr.q_checkpoints.clone(),
         reading: vec![],
     }
 }

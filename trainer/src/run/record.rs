@@ -127,10 +127,24 @@ pub struct RunMetrics {
     pub model: ModelSummary,
     /// The oracle-free verdict on V and its checks.
     pub trust: crate::run::trust::Trust,
+    /// An ensemble's checkpoints, each judged by the checks; the chosen one is exported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub q_checkpoints: Vec<Candidate>,
     /// What reading the dataset did: rows left out and why, terminal rows without a next
     /// observation, derived rewards, assumptions (empty for a file read as it is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reading: Vec<String>,
+}
+
+/// One checkpoint of Q-learning as the checks judge it (its members' mean V).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Candidate {
+    /// The Q-learning step of the checkpoint.
+    pub step: usize,
+    pub checks_passed: usize,
+    pub trajectory_ranking: Option<f64>,
+    /// Whether this checkpoint's V is the one exported.
+    pub chosen: bool,
 }
 
 impl RunMetrics {
@@ -169,6 +183,15 @@ impl fmt::Display for RunMetrics {
             writeln!(
                 f,
                 "  export error       {e:.2e} (largest |fitted - learned| on the fitted states)"
+            )?;
+        }
+        if let Some(c) = self.q_checkpoints.iter().find(|c| c.chosen) {
+            writeln!(
+                f,
+                "  Q-learning step    {} of {} chosen by the checks ({} passed)",
+                c.step,
+                self.q_checkpoints.last().map_or(0, |l| l.step),
+                c.checks_passed
             )?;
         }
         writeln!(f, "  model              {VALUE_FILE}: {}", self.model)?;

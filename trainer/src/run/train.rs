@@ -1,6 +1,7 @@
 //! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
 
 use super::config::{TrainConfig, ValueHead};
+use super::record::Candidate;
 use super::trust::{self, Evidence, Trust};
 use crate::data::Dataset;
 use crate::export::ValueModel;
@@ -34,6 +35,8 @@ pub struct Trained {
     /// For mined labels: `1 - forward-model loss / loss of K clusters of s' alone` (see
     /// [`forward_model_gain`]).
     pub forward_model_gain: Option<f64>,
+    /// An ensemble's checkpoints as the checks judged them (empty otherwise).
+    pub q_checkpoints: Vec<Candidate>,
 }
 
 /// Labels the data, learns Q, and builds the exportable value model. With `ckpt`, every
@@ -171,18 +174,12 @@ pub fn train(
                 timings,
                 trust,
                 forward_model_gain: gain,
+                q_checkpoints: vec![],
             }
         }
         variant => {
             let name = variant.name();
-            // Probe states whose V every checkpoint records, for the convergence check.
-            let probe_rows: Vec<usize> = (0..qdata.len())
-                .step_by((qdata.len() / PROBE_STATES).max(1))
-                .collect();
-            let probe: Vec<f32> = probe_rows
-                .iter()
-                .flat_map(|&i| qdata.obs_row(i).into_owned())
-                .collect();
+            let probe = probe_states(qdata);
             let inputs = DqnInputs {
                 data: qdata,
                 labels: &qlabels,
@@ -210,21 +207,24 @@ pub fn train(
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
             let returns = trust::data_returns(data, cfg.dqn.gamma);
             let shown_near_max = trust::shown_near_max(&returns, max_return);
-            let judge =
-                |values: &[f32], pair: Option<(&[f32], &[f32])>, judged: &[usize], max_return| {
-                    let last = last_snapshots(&nets, judged);
-                    trust::assess(&Evidence {
-                        data,
-                        labels: &labelled.labels,
-                        num_actions: labelled.num_actions,
-                        values,
-                        pair,
-                        last_snapshots: last.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
-                        max_return,
-                        shown_near_max,
-                        returns: value_is_a_return(cfg).then_some(returns.as_slice()),
-                    })
-                };
+            let judge = |values: &[f32],
+                         pair: Option<(&[f32], &[f32])>,
+                         judged: &[usize],
+                         at: Option<usize>,
+                         max_return| {
+                let last = last_snapshots(&nets, judged, at);
+                trust::assess(&Evidence {
+                    data,
+                    labels: &labelled.labels,
+                    num_actions: labelled.num_actions,
+                    values,
+                    pair,
+                    last_snapshots: last.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
+                    max_return,
+                    shown_near_max,
+                    returns: value_is_a_return(cfg).then_some(returns.as_slice()),
+                })
+            };
             let values_of = |net: &QNetwork| net.values_of(data, &all, device);
             // Seconds spent fitting V for export, which the trust checks' time excludes.
             let mut exporting = 0.0;
@@ -239,9 +239,56 @@ pub fn train(
             };
             // What the exported V is compared with: another seed's V, or (an ensemble) the
             // means of its two halves.
+            let mut candidates = vec![];
+            let mut chosen_at = None;
             let (model, err, values, judged, agreement): (_, _, _, Vec<usize>, _) =
                 if cfg.ensemble >= 2 {
-                    let member_values = nets.iter().map(values_of).collect::<Result<Vec<_>>>()?;
+                    let judged: Vec<usize> = (0..members).collect();
+                    // Further target updates can inflate V (docs/trust.md): the last
+                    // checkpoint whose mean V passes as many checks as any is exported. The
+                    // trajectory ranking does not break ties: it favours V that is still
+                    // close to the data's own returns, early in training.
+                    let count = nets.iter().map(|n| n.snapshots.len()).min().unwrap_or(0);
+                    let mut best: Option<(usize, Trust, Vec<Vec<f32>>)> = None;
+                    for c in 0..count {
+                        let member_values = nets
+                            .iter()
+                            .map(|n| values_of(&n.snapshots[c]))
+                            .collect::<Result<Vec<_>>>()?;
+                        let (a, b) = member_values.split_at(members / 2);
+                        let (a, b) = (mean_of(a), mean_of(b));
+                        let mean = mean_of(&member_values);
+                        let t = judge(&mean, Some((&a, &b)), &judged, Some(c), max_return);
+                        candidates.push(Candidate {
+                            step: nets[0].checkpoints[c].0,
+                            checks_passed: t.passed(),
+                            trajectory_ranking: t
+                                .checks
+                                .iter()
+                                .find(|c| c.name == "trajectory_ranking")
+                                .map(|c| c.value),
+                            chosen: false,
+                        });
+                        if best
+                            .as_ref()
+                            .is_none_or(|(_, b, _)| t.passed() >= b.passed())
+                        {
+                            best = Some((c, t, member_values));
+                        }
+                    }
+                    let member_values = match best {
+                        Some((c, _, values)) => {
+                            candidates[c].chosen = true;
+                            chosen_at = Some(c);
+                            log::info!(
+                                "the checks prefer V at step {} of {}",
+                                candidates[c].step,
+                                cfg.dqn.steps
+                            );
+                            values
+                        }
+                        None => nets.iter().map(values_of).collect::<Result<Vec<_>>>()?,
+                    };
                     let (a, b) = member_values.split_at(members / 2);
                     let halves = (mean_of(a), mean_of(b));
                     let target = mean_of(&member_values);
@@ -253,7 +300,6 @@ pub fn train(
                          Spearman {:.3}",
                         crate::util::stats::spearman(&as_f64(&values), &as_f64(&target))
                     );
-                    let judged = (0..members).collect();
                     (model, Some(err), values, judged, Agreement::Halves(halves))
                 } else {
                     let first = &nets[0];
@@ -275,8 +321,10 @@ pub fn train(
                         // network, which only the first gets).
                         (Some(second), None) => {
                             let other = values_of(second)?;
-                            let keep = judge(&values, Some((&values, &other)), &[0], max_return);
-                            let swap = judge(&other, Some((&other, &values)), &[1], max_return);
+                            let pair = Some((values.as_slice(), other.as_slice()));
+                            let keep = judge(&values, pair, &[0], None, max_return);
+                            let pair = Some((other.as_slice(), values.as_slice()));
+                            let swap = judge(&other, pair, &[1], None, max_return);
                             if trust::preferred(&swap, &keep) {
                                 let info = model.info.clone();
                                 let model = ValueModel::from_qnetwork(second, cfg.dqn.gamma, info)?;
@@ -304,7 +352,8 @@ pub fn train(
                 Agreement::Other(other) => Some((values.as_slice(), other.as_slice())),
                 Agreement::Halves((a, b)) => Some((a.as_slice(), b.as_slice())),
             };
-            let trust = judge(&values, pair, &judged, final_max_return(cfg, max_return));
+            let final_max = final_max_return(cfg, max_return);
+            let trust = judge(&values, pair, &judged, chosen_at, final_max);
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64() - exporting));
             let seeds: Vec<String> = judged
                 .iter()
@@ -327,6 +376,7 @@ pub fn train(
                 timings,
                 trust,
                 forward_model_gain: gain,
+                q_checkpoints: candidates,
             }
         }
     };
@@ -431,6 +481,15 @@ const ONE_NORM_FEATURES: usize = 8;
 /// Probe states whose V deep Q-learning records at each checkpoint.
 const PROBE_STATES: usize = 2000;
 
+/// About [`PROBE_STATES`] evenly spaced observations of `data`, raw and row-major: whose
+/// V every checkpoint records, for the convergence check.
+fn probe_states(data: &Dataset) -> Vec<f32> {
+    (0..data.len())
+        .step_by((data.len() / PROBE_STATES).max(1))
+        .flat_map(|i| data.obs_row(i).into_owned())
+        .collect()
+}
+
 /// The seed of Q-function `j` of a run: the run's own seed for the first.
 fn member_seed(seed: u64, j: usize) -> u64 {
     seed ^ 0x5ec0_0d5e_u64.wrapping_mul(j as u64)
@@ -503,10 +562,15 @@ fn as_f64(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
 }
 
-/// V of the probe states at the last two checkpoints, averaged over the Q-functions
-/// `judged` of `nets`.
-fn last_snapshots(nets: &[QNetwork], judged: &[usize]) -> Option<(Vec<f32>, Vec<f32>)> {
-    let k = judged.iter().map(|&j| nets[j].checkpoints.len()).min()?;
+/// V of the probe states at checkpoint `at` (default: the last) and the one before,
+/// averaged over the Q-functions `judged` of `nets`.
+fn last_snapshots(
+    nets: &[QNetwork],
+    judged: &[usize],
+    at: Option<usize>,
+) -> Option<(Vec<f32>, Vec<f32>)> {
+    let count = judged.iter().map(|&j| nets[j].checkpoints.len()).min()?;
+    let k = at.map_or(count, |c| (c + 1).min(count));
     if k < 2 {
         return None;
     }
@@ -758,8 +822,25 @@ mod tests {
             .find(|c| c.name == "seed_agreement")
             .expect("the halves are compared");
         assert!(agreement.value.is_finite(), "{}", trained.trust);
-        // The exported network ranks states like the mean of the members it was fitted to.
+        // One checkpoint of the ten is exported: the last that passes the most checks.
+        let candidates = &trained.q_checkpoints;
+        assert_eq!(candidates.len(), cfg.dqn.checkpoints, "{candidates:?}");
+        let chosen: Vec<usize> = (0..candidates.len())
+            .filter(|&c| candidates[c].chosen)
+            .collect();
+        assert_eq!(chosen.len(), 1, "{candidates:?}");
+        let most = candidates.iter().map(|c| c.checks_passed).max().unwrap();
+        assert_eq!(candidates[chosen[0]].checks_passed, most, "{candidates:?}");
+        assert!(
+            candidates[chosen[0] + 1..]
+                .iter()
+                .all(|c| c.checks_passed < most),
+            "{candidates:?}"
+        );
+        // The exported network ranks states like the mean of the members it was fitted to,
+        // as they were at the chosen checkpoint.
         let all: Vec<usize> = (0..data.len()).collect();
+        let probe = probe_states(&data);
         let members: Vec<Vec<f32>> = (0..4)
             .map(|j| {
                 let inputs = DqnInputs {
@@ -767,11 +848,12 @@ mod tests {
                     labels: &trained.labelled.labels,
                     num_actions: trained.labelled.num_actions,
                     variant: QKind::Dqn,
-                    probe: None,
+                    probe: Some(&probe),
                 };
                 let seed = member_seed(cfg.seed, j);
                 let net = qlearn::dqn(&inputs, &cfg.dqn, seed, &device, None).unwrap();
-                net.values_of(&data, &all, &device).unwrap()
+                let at = &net.snapshots[chosen[0]];
+                at.values_of(&data, &all, &device).unwrap()
             })
             .collect();
         let exported = trained.model.values_of(&data, &device).unwrap();

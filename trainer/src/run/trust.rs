@@ -38,6 +38,11 @@ pub struct Trust {
 }
 
 impl Trust {
+    /// How many checks pass.
+    pub fn passed(&self) -> usize {
+        self.checks.iter().filter(|c| c.pass).count()
+    }
+
     /// The failed checks (none for a trusted V).
     pub fn failed(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| !c.pass)
@@ -83,7 +88,7 @@ impl fmt::Display for Trust {
 /// Whether `a` is the better of two runs' V by the checks alone: more checks passed,
 /// then the better ranking of the data's rewarded trajectories.
 pub fn preferred(a: &Trust, b: &Trust) -> bool {
-    let passed = |t: &Trust| t.checks.iter().filter(|c| c.pass).count();
+    let passed = |t: &Trust| t.passed();
     let ranking = |t: &Trust| {
         t.checks
             .iter()

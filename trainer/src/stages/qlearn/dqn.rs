@@ -19,8 +19,8 @@ pub struct DqnInputs<'a> {
     pub num_actions: usize,
     /// `Dqn`, `Bcq`, `Cql` or `Iql`.
     pub variant: QKind,
-    /// Raw states whose V is recorded at `cfg.checkpoints` evenly spaced steps (for model
-    /// selection studies).
+    /// Raw states whose V is recorded, and the networks kept, at `cfg.checkpoints` evenly
+    /// spaced steps (for model selection).
     pub probe: Option<&'a [f32]>,
 }
 
@@ -129,6 +129,14 @@ pub fn dqn(
         imitation: nets.imitation.clone(),
         value: nets.value.clone(),
         checkpoints: vec![],
+        snapshots: vec![],
+    };
+    // A copy of the online networks, to keep as they are at a checkpoint.
+    let copy = || -> Result<(VarMap, Nets)> {
+        let (svm, svb) = nn::new_varmap(device);
+        let nets = build(svb)?;
+        nn::copy_vars(&vm, &svm)?;
+        Ok((svm, nets))
     };
     // Lambda-returns: targets of every transition, recomputed from the target networks.
     let traces = (cfg.lambda > 0.0).then(|| Traces::of(data));
@@ -141,6 +149,7 @@ pub fn dqn(
         Ok(())
     };
     let mut snapshots = vec![];
+    let mut kept: Vec<(VarMap, Nets)> = vec![];
     let every = (cfg.steps / cfg.checkpoints.max(1)).max(1);
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6471_6e00);
     let bs = cfg.batch_size.min(n).max(1);
@@ -160,6 +169,10 @@ pub fn dqn(
         curve = p.curve;
         for (i, at) in p.snapshot_steps.into_iter().enumerate() {
             snapshots.push((at, st.f32(&format!("snapshot.{i}"))?.to_vec()));
+            let (svm, svb) = nn::new_varmap(device);
+            let nets = build(svb)?;
+            st.load_vars(&format!("kept.{i}"), &svm)?;
+            kept.push((svm, nets));
         }
         bar.set_position(first as u64);
         refresh(&mut targets)?;
@@ -227,6 +240,7 @@ pub fn dqn(
         if let Some(p) = probe {
             if (step + 1) % every == 0 {
                 snapshots.push((step + 1, network(&online).values(p, device)?));
+                kept.push(copy()?);
             }
         }
         bar.inc(1);
@@ -245,6 +259,9 @@ pub fn dqn(
                 for (i, (_, v)) in snapshots.iter().enumerate() {
                     st.put_f32(&format!("snapshot.{i}"), v.clone());
                 }
+                for (i, (svm, _)) in kept.iter().enumerate() {
+                    st.put_vars(&format!("kept.{i}"), svm)?;
+                }
                 c.save(STAGE, done, st)?;
             }
         }
@@ -253,6 +270,7 @@ pub fn dqn(
     let mut out = network(&online);
     out.loss_curve = curve.means;
     out.checkpoints = snapshots;
+    out.snapshots = kept.iter().map(|(_, nets)| network(nets)).collect();
     Ok(out)
 }
 

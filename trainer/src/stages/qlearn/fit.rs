@@ -152,6 +152,7 @@ fn fit_head(
             imitation: None,
             value: None,
             checkpoints: vec![],
+            snapshots: vec![],
         },
         max_err,
     ))
@@ -225,6 +226,7 @@ pub fn fit_image(
         imitation: None,
         value: None,
         checkpoints: vec![],
+        snapshots: vec![],
     };
     let pred = fitted.values_of(data, idx, device)?;
     let max_err = pred

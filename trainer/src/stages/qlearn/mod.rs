@@ -22,7 +22,7 @@ use crate::stages::checkpoint::{Checkpointer, State};
 use crate::util::progress;
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
-use candle_nn::{Module, Optimizer, VarBuilder};
+use candle_nn::{Module, Optimizer, VarBuilder, VarMap};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

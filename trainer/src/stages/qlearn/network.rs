@@ -132,6 +132,8 @@ pub struct QNetwork {
     pub value: Option<QModel>,
     /// V of the probe states at each checkpoint: `(step, values)`.
     pub checkpoints: Vec<(usize, Vec<f32>)>,
+    /// The networks as they were at each checkpoint (the same steps as `checkpoints`).
+    pub snapshots: Vec<QNetwork>,
 }
 
 /// Rows per forward pass when scoring many states with a convolutional network.
@@ -384,6 +386,7 @@ impl QNetwork {
                 imitation,
                 value,
                 checkpoints: vec![],
+                snapshots: vec![],
             },
             gamma,
         ))
