@@ -84,7 +84,8 @@ fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
 /// The U-maze's V with the default schedule is trusted; with `--dqn-steps 300` it ranks
 /// the maze far worse (about 0.35 against the geodesic distance, 0.88 by default), yet
 /// its seeds agree and its ranking is stable: the run is doubtful because V lies below
-/// the returns the data itself collected.
+/// the returns the data itself collected. The default run names, in `metrics.json` and
+/// `report.md`, the checkpoint the checks chose.
 #[test]
 fn an_undertrained_maze_v_is_doubtful() {
     let dir = tempfile::tempdir().unwrap();
@@ -102,6 +103,19 @@ fn an_undertrained_maze_v_is_doubtful() {
     };
     let good = verdict("good", &[]);
     assert_eq!(good["verdict"], "trusted", "{good}");
+    // The ensemble's checkpoint is chosen by the checks, and the run says which.
+    let run = dir.path().join("good");
+    let chosen: Vec<u64> = metrics(&run.join("metrics.json"))["q_checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["chosen"] == true)
+        .map(|c| c["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(chosen.len(), 1, "{chosen:?}");
+    let said = format!("V is the ensemble's at Q-learning step {} of", chosen[0]);
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(report.contains(&said), "{report}");
     let short = verdict("short", &["--dqn-steps", "300"]);
     assert_eq!(short["verdict"], "doubtful", "{short}");
     let failed: Vec<&str> = short["checks"]

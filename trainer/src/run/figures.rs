@@ -248,6 +248,22 @@ pub fn report(
         metrics.q,
         cfg.seed
     );
+    let checkpoints = &metrics.q_checkpoints;
+    if let Some(c) = checkpoints.iter().find(|c| c.chosen) {
+        let counts: Vec<String> = checkpoints
+            .iter()
+            .map(|c| c.checks_passed.to_string())
+            .collect();
+        let _ = writeln!(
+            s,
+            "V is the ensemble's at Q-learning step {} of {}: the last of its {} checkpoints \
+             that passes as many checks as any (checks passed per checkpoint: {}).\n",
+            c.step,
+            checkpoints.last().map_or(0, |l| l.step),
+            checkpoints.len(),
+            counts.join(", ")
+        );
+    }
     let m = &tr.model;
     let conv = match &m.conv {
         Some(c) => format!(
@@ -289,7 +305,9 @@ pub fn report(
         for (k, v) in &m {
             let shown = match v {
                 Value::Array(a) if a.len() > 12 => format!("{} values", a.len()),
+                // Records (the verdict, the checkpoints) have their own lines above.
                 Value::Object(_) => continue,
+                Value::Array(a) if a.iter().any(Value::is_object) => continue,
                 other => other.to_string(),
             };
             let _ = writeln!(s, "| {k} | {shown} |");
