@@ -121,6 +121,11 @@ fn reproduce_maze2d_small() {
             assert!((0.0..=1.0).contains(&p[k].as_f64().unwrap()), "{p}");
         }
         assert!(p["verdict"].is_string(), "{p}");
+        // The exported V, chosen without an oracle, against GT V, in the report beside
+        // the oracle's choice.
+        let rho = p["selected_spearman_gt"].as_f64().unwrap();
+        assert!((-1.0..=1.0).contains(&rho), "{p}");
+        assert!(report.contains(&format!("V vs GT V {rho:.3}")), "{report}");
     }
     assert!(out.join("model_latent/value.safetensors").exists());
     // Both bodies ran both reward conditions and drew their figures.

@@ -416,16 +416,22 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
         }
         let laq = r.summary(Policy::LaqValue);
         report +=
-            "laq_value per seed, the model `laq train` exports (the study's first Q-function):\n";
-        for p in per_seed {
+            "laq_value per seed, the model `laq train` exports (the study's first Q-function); \
+                   its V against GT V, chosen without an oracle (the oracle's p95 choice of the \
+                   first Q-function):\n";
+        let p95 = rows.get("latent/dqn");
+        for (i, p) in per_seed.iter().enumerate() {
+            let oracle_choice = p95.and_then(|r| r.get(i)).map_or(f64::NAN, |r| r[2]);
             report += &format!(
-                "  seed {}: success {:.2}, SPL {:.3}, verdict {} ({:.2}, {:.3})\n",
+                "  seed {}: success {:.2}, SPL {:.3}, verdict {} ({:.2}, {:.3}); V vs GT V {:.3} \
+                 ({oracle_choice:.3})\n",
                 p["seed"],
                 p["success"].as_f64().unwrap_or(f64::NAN),
                 p["spl"].as_f64().unwrap_or(f64::NAN),
                 p["verdict"].as_str().unwrap_or("?"),
                 p["first_q_success"].as_f64().unwrap_or(f64::NAN),
                 p["first_q_spl"].as_f64().unwrap_or(f64::NAN),
+                p["selected_spearman_gt"].as_f64().unwrap_or(f64::NAN),
             );
         }
         guidance_json = json!({
