@@ -131,12 +131,10 @@ pub fn dqn(
         checkpoints: vec![],
         snapshots: vec![],
     };
-    // A copy of the online networks, to keep as they are at a checkpoint.
-    let copy = || -> Result<(VarMap, Nets)> {
+    // Networks of their own, for a copy of the online ones kept at a checkpoint.
+    let fresh = || -> Result<(VarMap, Nets)> {
         let (svm, svb) = nn::new_varmap(device);
-        let nets = build(svb)?;
-        nn::copy_vars(&vm, &svm)?;
-        Ok((svm, nets))
+        Ok((svm, build(svb)?))
     };
     // Lambda-returns: targets of every transition, recomputed from the target networks.
     let traces = (cfg.lambda > 0.0).then(|| Traces::of(data));
@@ -168,10 +166,12 @@ pub fn dqn(
         let p: Progress = st.record("progress")?;
         curve = p.curve;
         for (i, at) in p.snapshot_steps.into_iter().enumerate() {
-            snapshots.push((at, st.f32(&format!("snapshot.{i}"))?.to_vec()));
-            let (svm, svb) = nn::new_varmap(device);
-            let nets = build(svb)?;
+            let (svm, nets) = fresh()?;
             st.load_vars(&format!("kept.{i}"), &svm)?;
+            // The probe's V follows from the kept networks, as when it was first taken.
+            if let Some(p) = probe {
+                snapshots.push((at, network(&nets).values(p, device)?));
+            }
             kept.push((svm, nets));
         }
         bar.set_position(first as u64);
@@ -240,7 +240,9 @@ pub fn dqn(
         if let Some(p) = probe {
             if (step + 1) % every == 0 {
                 snapshots.push((step + 1, network(&online).values(p, device)?));
-                kept.push(copy()?);
+                let (svm, nets) = fresh()?;
+                nn::copy_vars(&vm, &svm)?;
+                kept.push((svm, nets));
             }
         }
         bar.inc(1);
@@ -256,9 +258,6 @@ pub fn dqn(
                     snapshot_steps: snapshots.iter().map(|(s, _)| *s).collect(),
                 };
                 st.set_record("progress", &progress)?;
-                for (i, (_, v)) in snapshots.iter().enumerate() {
-                    st.put_f32(&format!("snapshot.{i}"), v.clone());
-                }
                 for (i, (svm, _)) in kept.iter().enumerate() {
                     st.put_vars(&format!("kept.{i}"), svm)?;
                 }
