@@ -35,6 +35,12 @@ pub struct TrainConfig {
     /// compared instead.
     #[serde(default = "yes")]
     pub second_seed: bool,
+    /// An ensemble trains as two independent halves, and within a half each Q-function
+    /// bootstraps from the next one's Q at the label its own Q prefers (Double DQN across
+    /// members, [`crate::stages::qlearn::dqn_group`]); off, every Q-function bootstraps
+    /// from its own maximum (docs/trust.md, "Checkpoints", has the evidence).
+    #[serde(default = "yes")]
+    pub cross_bootstrap: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -80,6 +86,7 @@ impl Default for TrainConfig {
             top_actions: None,
             ensemble: 1,
             second_seed: true,
+            cross_bootstrap: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),

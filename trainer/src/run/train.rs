@@ -160,6 +160,7 @@ pub fn train(
                 max_return: final_max_return(cfg, max_return),
                 shown_near_max: trust::shown_near_max(&returns, max_return),
                 returns: value_is_a_return(cfg).then_some(returns.as_slice()),
+                traced: &trust::Traced::of(data),
             });
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
@@ -192,11 +193,17 @@ pub fn train(
                 (1, true) => 2,
                 (k, _) => k,
             };
-            let jobs = crate::util::parallel::jobs(device).min(members);
+            let groups = member_groups(cfg, members).len();
+            let jobs = crate::util::parallel::jobs(device).min(groups);
             let nets = train_members(&inputs, cfg, members, jobs, device, ckpt)?;
             timings.push((
                 match members {
                     1 => format!("Q-learning ({name})"),
+                    k if groups < k => {
+                        format!(
+                            "Q-learning ({name}, {k} seeds in {groups} halves, {jobs} at a time)"
+                        )
+                    }
                     k => format!("Q-learning ({name}, {k} seeds, {jobs} at a time)"),
                 },
                 t.elapsed().as_secs_f64(),
@@ -207,6 +214,7 @@ pub fn train(
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
             let returns = trust::data_returns(data, cfg.dqn.gamma);
             let shown_near_max = trust::shown_near_max(&returns, max_return);
+            let traced = trust::Traced::of(data);
             let judge = |values: &[f32],
                          pair: Option<(&[f32], &[f32])>,
                          judged: &[usize],
@@ -223,6 +231,7 @@ pub fn train(
                     max_return,
                     shown_near_max,
                     returns: value_is_a_return(cfg).then_some(returns.as_slice()),
+                    traced: &traced,
                 })
             };
             let values_of = |net: &QNetwork| net.values_of(data, &all, device);
@@ -495,9 +504,25 @@ fn member_seed(seed: u64, j: usize) -> u64 {
     seed ^ 0x5ec0_0d5e_u64.wrapping_mul(j as u64)
 }
 
+/// The Q-functions of a run that train together ([`qlearn::dqn_group`]): with
+/// `cfg.cross_bootstrap`, each half of an ensemble (the halves the agreement check
+/// compares stay independent); otherwise, and for a second seed, each one alone.
+fn member_groups(cfg: &TrainConfig, members: usize) -> Vec<Vec<usize>> {
+    if cfg.cross_bootstrap && cfg.ensemble >= 2 {
+        let half = members / 2;
+        [(0..half).collect(), (half..members).collect()]
+            .into_iter()
+            .filter(|g: &Vec<usize>| !g.is_empty())
+            .collect()
+    } else {
+        (0..members).map(|j| vec![j]).collect()
+    }
+}
+
 /// Deep Q-learning of `members` Q-functions on the same inputs, from the seeds
-/// [`member_seed`], `jobs` at a time; the first shows its progress and saves it through
-/// `ckpt`, the others run without (a resumed run trains them again, to the same result).
+/// [`member_seed`], in the groups of [`member_groups`], `jobs` groups at a time; the
+/// first group shows its progress and saves it through `ckpt`, the others run without
+/// (a resumed run trains them again, to the same result).
 fn train_members(
     inputs: &DqnInputs<'_>,
     cfg: &TrainConfig,
@@ -506,39 +531,55 @@ fn train_members(
     device: &Device,
     ckpt: Option<&mut Checkpointer>,
 ) -> Result<Vec<QNetwork>> {
+    let groups = member_groups(cfg, members);
+    let seeds = |g: &[usize]| -> Vec<u64> { g.iter().map(|&j| member_seed(cfg.seed, j)).collect() };
     let next = AtomicUsize::new(1);
-    let slots: Vec<Mutex<Option<Result<QNetwork>>>> =
-        (0..members).map(|_| Mutex::new(None)).collect();
+    let slots: Vec<Mutex<Option<Result<Vec<QNetwork>>>>> =
+        groups.iter().map(|_| Mutex::new(None)).collect();
     let rest = || loop {
-        let j = next.fetch_add(1, Ordering::Relaxed);
-        if j >= members {
+        let g = next.fetch_add(1, Ordering::Relaxed);
+        if g >= groups.len() {
             break;
         }
-        let seed = member_seed(cfg.seed, j);
-        let r = crate::util::progress::hidden(|| qlearn::dqn(inputs, &cfg.dqn, seed, device, None));
-        log::info!("Q-function {} of {members} trained", j + 1);
-        if let Ok(mut slot) = slots[j].lock() {
+        let r = crate::util::progress::hidden(|| {
+            qlearn::dqn_group(inputs, &cfg.dqn, &seeds(&groups[g]), device, None)
+        });
+        for j in &groups[g] {
+            log::info!("Q-function {} of {members} trained", j + 1);
+        }
+        if let Ok(mut slot) = slots[g].lock() {
             *slot = Some(r);
         }
     };
     let first = std::thread::scope(|scope| {
-        for _ in 1..jobs {
+        for _ in 1..jobs.min(groups.len()) {
             scope.spawn(rest);
         }
-        let first = qlearn::dqn(inputs, &cfg.dqn, cfg.seed, device, ckpt);
+        let first = qlearn::dqn_group(inputs, &cfg.dqn, &seeds(&groups[0]), device, ckpt);
         rest();
         first
     });
-    let mut nets = vec![first?];
-    for (j, slot) in slots.into_iter().enumerate().skip(1) {
-        let net = slot
+    let mut nets: Vec<Option<QNetwork>> = (0..members).map(|_| None).collect();
+    for (j, net) in groups[0].iter().zip(first?) {
+        nets[*j] = Some(net);
+    }
+    for (g, slot) in slots.into_iter().enumerate().skip(1) {
+        let trained = slot
             .into_inner()
             .ok()
             .flatten()
-            .with_context(|| format!("Q-function {} of {members} did not finish", j + 1))?;
-        nets.push(net.with_context(|| format!("Q-function {} of {members}", j + 1))?);
+            .with_context(|| format!("Q-functions {:?} did not finish", groups[g]))?
+            .with_context(|| format!("Q-functions {:?} of {members}", groups[g]))?;
+        for (j, net) in groups[g].iter().zip(trained) {
+            nets[*j] = Some(net);
+        }
     }
-    Ok(nets)
+    nets.into_iter()
+        .enumerate()
+        .map(|(j, n)| {
+            n.with_context(|| format!("Q-function {} of {members} was not trained", j + 1))
+        })
+        .collect()
 }
 
 /// What the exported V is compared with by the agreement check.

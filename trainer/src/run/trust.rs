@@ -118,6 +118,8 @@ pub struct Evidence<'a> {
     /// The data's own discounted return from each row ([`data_returns`]), where V is a
     /// return (the max-Q head; not the one-norm head's `1 - |phi(s)|`).
     pub returns: Option<&'a [f64]>,
+    /// The data's own ways to a reward ([`Traced::of`]).
+    pub traced: &'a Traced,
 }
 
 /// Rows [`transitions_match`] compares.
@@ -262,68 +264,154 @@ pub fn below_data_returns(values: &[f32], returns: &[f64]) -> f64 {
     below as f64 / rows as f64
 }
 
-/// Queries and candidates (times the state's length) [`steps_reliability`] compares at
-/// most: about a second of arithmetic.
-const RELIABILITY_QUERIES: usize = 2000;
-const RELIABILITY_WORK: usize = 400_000_000;
+/// Queries and candidates (times the state's length) the nearest-state measures compare
+/// at most: about a second of arithmetic each.
+const NEAR_QUERIES: usize = 2000;
+const NEAR_WORK: usize = 400_000_000;
+
+/// Neighbours among which [`fewest_steps_nearby`] takes the fewest steps.
+pub const NEIGHBOURS: usize = 50;
+
+/// What the checks use of the data's own ways to a reward, computed once per run (the
+/// checkpoint choice judges ten V against it).
+pub struct Traced {
+    /// `(row, steps to the next reward)` of every row on a rewarded trajectory
+    /// ([`Dataset::steps_to_reward`]).
+    pub traces: Vec<(usize, usize)>,
+    /// [`steps_reliability`].
+    pub reliability: Option<f64>,
+    /// [`fewest_steps_nearby`].
+    pub fewest_nearby: Option<Vec<(usize, usize)>>,
+}
+
+impl Traced {
+    pub fn of(data: &Dataset) -> Self {
+        let traces = data.steps_to_reward();
+        let near = Near::new(data, &traces);
+        Traced {
+            reliability: near.as_ref().and_then(|n| steps_reliability(n)),
+            fewest_nearby: near.as_ref().and_then(|n| fewest_steps_nearby(n)),
+            traces,
+        }
+    }
+}
+
+/// Evenly spaced traced rows as queries, and as many as [`NEAR_WORK`] allows as
+/// candidates, standardised by the candidates' spread (Euclidean distance then weighs
+/// every state dimension alike). `None` for images (no distance between frames means
+/// nearness) or fewer than 20 traced rows.
+struct Near<'a> {
+    data: &'a Dataset,
+    queries: Vec<(usize, usize)>,
+    candidates: Vec<(usize, usize)>,
+    /// The candidates' standardised states, row-major.
+    points: Vec<f32>,
+    mean: Vec<f32>,
+    std: Vec<f32>,
+}
+
+impl<'a> Near<'a> {
+    fn new(data: &'a Dataset, traces: &[(usize, usize)]) -> Option<Self> {
+        let d = data.obs_dim();
+        if data.is_image() || traces.len() < 20 || d == 0 {
+            return None;
+        }
+        let queries = traces.len().min(NEAR_QUERIES);
+        let candidates = traces.len().min((NEAR_WORK / (queries * d)).max(queries));
+        let pick = |m: usize| -> Vec<(usize, usize)> {
+            (0..m).map(|j| traces[j * traces.len() / m]).collect()
+        };
+        let (queries, candidates) = (pick(queries), pick(candidates));
+        let raw: Vec<f32> = candidates
+            .iter()
+            .flat_map(|&(i, _)| data.obs_row(i).into_owned())
+            .collect();
+        // `column_stats` gives 1 for a constant column's spread.
+        let (mean, std) = stats::column_stats(&raw, d);
+        let mut near = Near {
+            data,
+            queries,
+            candidates,
+            points: vec![],
+            mean,
+            std,
+        };
+        near.points = raw
+            .chunks(d)
+            .flat_map(|r| near.standard(r))
+            .collect::<Vec<_>>();
+        Some(near)
+    }
+
+    fn standard(&self, x: &[f32]) -> Vec<f32> {
+        x.iter()
+            .zip(&self.mean)
+            .zip(&self.std)
+            .map(|((v, m), s)| (v - m) / s)
+            .collect()
+    }
+
+    /// Squared distances from traced row `row` to every candidate, in their order.
+    fn distances(&self, row: usize) -> Vec<f32> {
+        let x = self.standard(&self.data.obs_row(row));
+        self.points
+            .chunks(x.len())
+            .map(|p| p.iter().zip(&x).map(|(a, b)| (a - b) * (a - b)).sum())
+            .collect()
+    }
+}
 
 /// How far the steps to the next reward along the data are a function of the state at
 /// all: Spearman between the steps of a traced row and of its nearest traced state
 /// (standardised Euclidean distance) on another trajectory to another reward. Data whose
 /// behaviour wanders pass near a reward's place without reaching it, and the same place
 /// is then 5 steps from a reward on one trajectory and 500 on another; no V, not even
-/// the true one, then ranks those steps well. `None` for images (no distance between
-/// frames means nearness) or fewer than 20 traced rows.
-///
-/// `traces` are `(row, steps)` pairs as [`Dataset::steps_to_reward`] gives them; the
-/// reward a row reaches is row `row + steps` (a trajectory's rows follow each other).
-pub fn steps_reliability(data: &Dataset, traces: &[(usize, usize)]) -> Option<f64> {
-    let d = data.obs_dim();
-    if data.is_image() || traces.len() < 20 || d == 0 {
+/// the true one, then ranks those steps well.
+fn steps_reliability(near: &Near) -> Option<f64> {
+    let (mut own, mut other) = (vec![], vec![]);
+    for &(i, k) in &near.queries {
+        let dist = near.distances(i);
+        let best = near
+            .candidates
+            .iter()
+            .zip(&dist)
+            // The reward a row reaches is row `row + steps`: not the query's own.
+            .filter(|((j, kj), _)| j + kj != i + k)
+            .min_by(|a, b| a.1.total_cmp(b.1));
+        if let Some(((_, kj), _)) = best {
+            own.push(k as f64);
+            other.push(*kj as f64);
+        }
+    }
+    (own.len() >= 20).then(|| stats::spearman(&own, &other))
+}
+
+/// For each query row, the fewest steps to a reward among its [`NEIGHBOURS`] nearest
+/// traced states (standardised Euclidean distance, the row itself included): the
+/// shortest way the data shows from about that state. Where the behaviour wanders, one
+/// trajectory's steps say little of the state, but somewhere near it the data usually
+/// went more directly, and the fewest steps rank states much like the shortest way does
+/// (docs/trust.md). `None` with fewer than 10 x [`NEIGHBOURS`] candidates, or where the
+/// fewest steps are the same everywhere (nothing to rank).
+fn fewest_steps_nearby(near: &Near) -> Option<Vec<(usize, usize)>> {
+    if near.candidates.len() < 10 * NEIGHBOURS {
         return None;
     }
-    let queries = traces.len().min(RELIABILITY_QUERIES);
-    let candidates = traces
-        .len()
-        .min((RELIABILITY_WORK / (queries * d)).max(queries));
-    let pick = |m: usize| -> Vec<(usize, usize)> {
-        (0..m).map(|j| traces[j * traces.len() / m]).collect()
-    };
-    let (q, c) = (pick(queries), pick(candidates));
-    let rows: Vec<Vec<f32>> = c
+    let out = near
+        .queries
         .iter()
-        .map(|&(i, _)| data.obs_row(i).into_owned())
-        .collect();
-    let cols: Vec<f32> = rows.iter().flatten().copied().collect();
-    // `column_stats` gives 1 for a constant column's spread.
-    let (mean, std) = stats::column_stats(&cols, d);
-    let standard = |x: &[f32]| -> Vec<f32> {
-        x.iter()
-            .zip(&mean)
-            .zip(&std)
-            .map(|((v, m), s)| (v - m) / s)
-            .collect()
-    };
-    let points: Vec<Vec<f32>> = rows.iter().map(|r| standard(r)).collect();
-    let (mut own, mut near) = (vec![], vec![]);
-    for &(i, k) in &q {
-        let x = standard(&data.obs_row(i));
-        let mut best = (f32::INFINITY, None);
-        for (p, &(j, kj)) in points.iter().zip(&c) {
-            if j + kj == i + k {
-                continue;
-            }
-            let dist: f32 = p.iter().zip(&x).map(|(a, b)| (a - b) * (a - b)).sum();
-            if dist < best.0 {
-                best = (dist, Some(kj));
-            }
-        }
-        if let Some(kj) = best.1 {
-            own.push(k as f64);
-            near.push(kj as f64);
-        }
-    }
-    (own.len() >= 20).then(|| stats::spearman(&own, &near))
+        .map(|&(i, _)| {
+            let mut order: Vec<(f32, usize)> = near
+                .distances(i)
+                .into_iter()
+                .zip(near.candidates.iter().map(|&(_, k)| k))
+                .collect();
+            order.select_nth_unstable_by(NEIGHBOURS - 1, |a, b| a.0.total_cmp(&b.0));
+            let fewest = order[..NEIGHBOURS].iter().map(|&(_, k)| k).min();
+            (i, fewest.unwrap_or(0))
+        })
+        .collect::<Vec<_>>();
+    out.iter().any(|&(_, k)| k != out[0].1).then_some(out)
 }
 
 fn check(name: &str, value: f64, threshold: f64, pass: bool, why: String) -> Check {
@@ -381,7 +469,7 @@ pub fn assess(e: &Evidence) -> Trust {
             100.0 * matched
         ),
     ));
-    let traces = data.steps_to_reward();
+    let traces = &e.traced.traces;
     if traces.len() >= 20 {
         let v: Vec<f64> = traces.iter().map(|&(i, _)| e.values[i] as f64).collect();
         let k: Vec<f64> = traces.iter().map(|&(_, k)| -(k as f64)).collect();
@@ -389,7 +477,7 @@ pub fn assess(e: &Evidence) -> Trust {
         // Corrected for attenuation: a measure that agrees with itself at `r` (two
         // states alike) correlates with anything at most at sqrt(r). Below 0.1 the
         // correction stops growing (at most 3.2x), so noise is not blown up.
-        let (corrected, how) = match steps_reliability(data, &traces) {
+        let (corrected, how) = match e.traced.reliability {
             Some(r) if r.is_finite() && r > 0.0 => {
                 let corrected = (rho / r.max(0.1).sqrt()).min(1.0);
                 let how = format!(
@@ -411,6 +499,24 @@ pub fn assess(e: &Evidence) -> Trust {
                 "along the data's own {} rewarded trajectory steps, V ranks states closer to \
                  the reward higher {how}; a V that does not, ranks states by something else",
                 traces.len()
+            ),
+        ));
+    }
+    if let Some(fewest) = &e.traced.fewest_nearby {
+        let v: Vec<f64> = fewest.iter().map(|&(i, _)| e.values[i] as f64).collect();
+        let k: Vec<f64> = fewest.iter().map(|&(_, k)| -(k as f64)).collect();
+        let rho = stats::spearman(&v, &k);
+        checks.push(check(
+            "nearby_ranking",
+            rho,
+            0.6,
+            rho >= 0.6,
+            format!(
+                "V ranks {} of the data's states like the fewest steps to a reward that the \
+                 data shows from the {NEIGHBOURS} states nearest each, at Spearman {rho:.2}; \
+                 those steps follow the shortest way, and a V that does not follow them \
+                 ranks states by something else (value leaking through a wall, say)",
+                fewest.len()
             ),
         ));
     }
@@ -577,7 +683,8 @@ mod tests {
             .collect();
         let k: Vec<f64> = traces.iter().map(|&(_, k)| -(k as f64)).collect();
         let raw = stats::spearman(&truth, &k);
-        let r = steps_reliability(&d, &traces).unwrap();
+        let traced = Traced::of(&d);
+        let r = traced.reliability.unwrap();
         assert!(r > 0.0 && r < 0.5, "reliability {r}");
         // The true V (closer to 20 is better) fails the raw ranking, passes once
         // corrected; a V unrelated to the place does not.
@@ -596,6 +703,7 @@ mod tests {
             max_return: 1.0,
             shown_near_max: 0.0,
             returns: None,
+            traced: &traced,
         };
         let ranking = |t: &Trust| {
             t.checks
@@ -616,8 +724,51 @@ mod tests {
         }));
         assert!(!bad.pass, "{}", bad.value);
         // Alike states reach the reward in the same steps on the chain: no correction.
-        let c = chain();
-        assert_eq!(steps_reliability(&c, &c.steps_to_reward()), Some(1.0));
+        assert_eq!(Traced::of(&chain()).reliability, Some(1.0));
+    }
+
+    /// On the wandering walker's line, the fewest steps shown near a place are its
+    /// distance to 20: the true V follows them, a V with a second peak far from the
+    /// reward (value leaked there) does not.
+    #[test]
+    fn nearby_ranking_sees_value_where_the_data_never_went_fast() {
+        let d = wandering();
+        let traced = Traced::of(&d);
+        let fewest = traced.fewest_nearby.as_ref().unwrap();
+        assert_eq!(fewest.len(), NEAR_QUERIES);
+        for &(i, k) in fewest {
+            let far = (d.obs_row(i)[0] - 20.0).abs() as usize;
+            assert!(k <= far + 2, "row {i}: fewest {k}, distance {far}");
+        }
+        let labels = vec![0u32; d.len()];
+        let place = |f: &dyn Fn(f32) -> f32| -> Vec<f32> {
+            (0..d.len()).map(|i| f(d.obs_row(i)[0])).collect()
+        };
+        let truth = place(&|x| -(x - 20.0).abs());
+        let leak = place(&|x| -(x - 20.0).abs().min((x - 3.0).abs()));
+        let e = Evidence {
+            data: &d,
+            labels: &labels,
+            num_actions: 1,
+            values: &truth,
+            pair: None,
+            last_snapshots: None,
+            max_return: 1.0,
+            shown_near_max: 0.0,
+            returns: None,
+            traced: &traced,
+        };
+        let find = |t: &Trust, name: &str| t.checks.iter().find(|c| c.name == name).cloned();
+        let good = assess(&e);
+        let bad = assess(&Evidence { values: &leak, ..e });
+        let (g, b) = (
+            find(&good, "nearby_ranking").unwrap(),
+            find(&bad, "nearby_ranking").unwrap(),
+        );
+        assert!(g.pass && g.value > 0.9, "{good}");
+        assert!(!b.pass, "{bad}");
+        // Too little data for the neighbours: no check.
+        assert!(Traced::of(&chain()).fewest_nearby.is_none());
     }
 
     #[test]
@@ -636,6 +787,7 @@ mod tests {
             max_return: 1.0,
             shown_near_max: shown_near_max(&returns, 1.0),
             returns: Some(&returns),
+            traced: &Traced::of(&d),
         };
         let t = assess(&e);
         assert_eq!(t.verdict, Verdict::Trusted, "{t}");

@@ -42,8 +42,49 @@ pub fn dqn(
     cfg: &DqnConfig,
     seed: u64,
     device: &Device,
-    mut ckpt: Option<&mut Checkpointer>,
+    ckpt: Option<&mut Checkpointer>,
 ) -> Result<QNetwork> {
+    dqn_group(inputs, cfg, &[seed], device, ckpt)?
+        .pop()
+        .context("deep Q-learning trained no network")
+}
+
+/// One Q-function of a group, with everything its training carries.
+struct Member {
+    vm: VarMap,
+    online: Nets,
+    tvm: VarMap,
+    target: Nets,
+    opt: Adam,
+    rng: ChaCha8Rng,
+    curve: TenthCurve,
+    targets: Vec<f32>,
+    snapshots: Vec<(usize, Vec<f32>)>,
+    kept: Vec<(VarMap, Nets)>,
+}
+
+/// The checkpoint keys of member `m`: the first member's are unprefixed.
+fn member_key(m: usize, key: &str) -> String {
+    match m {
+        0 => key.to_string(),
+        m => format!("m{m}.{key}"),
+    }
+}
+
+/// [`dqn`] for one Q-function per seed, trained step by step together. With lambda-return
+/// targets (`cfg.lambda > 0`), each member's bootstrap at a target copy is the next
+/// member's target Q at the label its own target Q prefers (Double DQN across members):
+/// a maximum over the noisy estimates of near-equal labels is biased upwards by a part
+/// of their noise at every copy, and an estimate from another network is not (one
+/// member alone takes its own maximum). Each member's minibatches follow its own seed,
+/// so a group of one is [`dqn`] with that seed.
+pub fn dqn_group(
+    inputs: &DqnInputs<'_>,
+    cfg: &DqnConfig,
+    seeds: &[u64],
+    device: &Device,
+    mut ckpt: Option<&mut Checkpointer>,
+) -> Result<Vec<QNetwork>> {
     let DqnInputs {
         data,
         labels,
@@ -59,6 +100,9 @@ pub fn dqn(
     }
     if !(cfg.expectile > 0.0 && cfg.expectile < 1.0) {
         bail!("dqn.expectile must be in (0, 1), got {}", cfg.expectile);
+    }
+    if seeds.is_empty() {
+        bail!("deep Q-learning needs at least one seed");
     }
     check_labels(labels, num_actions, data.len())?;
     let n = data.len();
@@ -107,13 +151,28 @@ pub fn dqn(
             value,
         })
     };
-    let (vm, vb) = nn::new_varmap(device);
-    let online = build(vb)?;
-    nn::init_vars(&vm, seed)?;
-    let (tvm, tvb) = nn::new_varmap(device);
-    let target = build(tvb)?;
-    nn::copy_vars(&vm, &tvm)?;
-    let mut opt = Adam::for_varmap(&vm, AdamConfig::new(cfg.lr, 0.0))?;
+    let mut members = vec![];
+    for &seed in seeds {
+        let (vm, vb) = nn::new_varmap(device);
+        let online = build(vb)?;
+        nn::init_vars(&vm, seed)?;
+        let (tvm, tvb) = nn::new_varmap(device);
+        let target = build(tvb)?;
+        nn::copy_vars(&vm, &tvm)?;
+        let opt = Adam::for_varmap(&vm, AdamConfig::new(cfg.lr, 0.0))?;
+        members.push(Member {
+            vm,
+            online,
+            tvm,
+            target,
+            opt,
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6471_6e00),
+            curve: TenthCurve::new(cfg.steps),
+            targets: vec![],
+            snapshots: vec![],
+            kept: vec![],
+        });
+    }
     let (lo, hi) = return_bounds(data, cfg.gamma);
     let cql_alpha = if variant == QKind::Cql {
         cfg.cql_alpha as f32
@@ -138,111 +197,124 @@ pub fn dqn(
     };
     // Lambda-returns: targets of every transition, recomputed from the target networks.
     let traces = (cfg.lambda > 0.0).then(|| Traces::of(data));
-    let mut targets: Vec<f32> = vec![];
-    let refresh = |targets: &mut Vec<f32>| -> Result<()> {
-        if let Some(t) = &traces {
-            let boot = bootstrap_values(&network(&target), &inputs, device)?;
-            *targets = t.returns(data, &boot, cfg.gamma as f32, cfg.lambda as f32, (lo, hi));
+    let refresh = |members: &mut [Member]| -> Result<()> {
+        let Some(t) = &traces else {
+            return Ok(());
+        };
+        let g = members.len();
+        for m in 0..g {
+            let own = network(&members[m].target);
+            let boot = if g == 1 {
+                bootstrap_values(&own, None, &inputs, device)?
+            } else {
+                let next = network(&members[(m + 1) % g].target);
+                bootstrap_values(&own, Some(&next), &inputs, device)?
+            };
+            members[m].targets =
+                t.returns(data, &boot, cfg.gamma as f32, cfg.lambda as f32, (lo, hi));
         }
         Ok(())
     };
-    let mut snapshots = vec![];
-    let mut kept: Vec<(VarMap, Nets)> = vec![];
     let every = (cfg.steps / cfg.checkpoints.max(1)).max(1);
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6471_6e00);
     let bs = cfg.batch_size.min(n).max(1);
     let (mut bs_s, mut bs_s2) = (vec![0f32; bs * d], vec![0f32; bs * d]);
     let mut bs_a = vec![0u32; bs];
     let (mut bs_r, mut bs_t) = (vec![0f32; bs], vec![false; bs]);
     let mut bs_y = vec![0f32; bs];
-    let mut curve = TenthCurve::new(cfg.steps);
     let bar = progress::bar(cfg.steps as u64, "Q-learning");
     let mut first = 0;
     if let Some(st) = ckpt.as_deref_mut().and_then(|c| c.resumed(STAGE)) {
         first = st.step()? as usize;
-        st.load_adam("adam", &mut opt)?;
-        st.load_vars("target", &tvm)?;
-        rng = st.get_rng("rng")?;
-        let p: Progress = st.record("progress")?;
-        curve = p.curve;
-        for (i, at) in p.snapshot_steps.into_iter().enumerate() {
-            let (svm, nets) = fresh()?;
-            st.load_vars(&format!("kept.{i}"), &svm)?;
-            // The probe's V follows from the kept networks, as when it was first taken.
-            if let Some(p) = probe {
-                snapshots.push((at, network(&nets).values(p, device)?));
+        for (m, mb) in members.iter_mut().enumerate() {
+            let key = |k: &str| member_key(m, k);
+            st.load_adam(&key("adam"), &mut mb.opt)?;
+            st.load_vars(&key("target"), &mb.tvm)?;
+            mb.rng = st.get_rng(&key("rng"))?;
+            let p: Progress = st.record(&key("progress"))?;
+            mb.curve = p.curve;
+            for (i, at) in p.snapshot_steps.into_iter().enumerate() {
+                let (svm, nets) = fresh()?;
+                st.load_vars(&key(&format!("kept.{i}")), &svm)?;
+                // The probe's V follows from the kept networks, as when it was first taken.
+                if let Some(p) = probe {
+                    mb.snapshots.push((at, network(&nets).values(p, device)?));
+                }
+                mb.kept.push((svm, nets));
             }
-            kept.push((svm, nets));
         }
         bar.set_position(first as u64);
-        refresh(&mut targets)?;
-    } else {
-        refresh(&mut targets)?;
     }
+    refresh(&mut members)?;
     for step in first..cfg.steps {
         if step > 0 && step % cfg.target_update.max(1) == 0 {
-            nn::copy_vars(&vm, &tvm)?;
-            refresh(&mut targets)?;
-        }
-        for j in 0..bs {
-            let i = rng.random_range(0..n);
-            inputs.fill(i, false, &mut bs_s[j * d..(j + 1) * d]);
-            if traces.is_none() {
-                inputs.fill(i, true, &mut bs_s2[j * d..(j + 1) * d]);
+            for mb in &members {
+                nn::copy_vars(&mb.vm, &mb.tvm)?;
             }
-            bs_a[j] = labels[i];
-            bs_r[j] = data.rewards[i];
-            bs_t[j] = data.terminals[i];
-            if let Some(&y) = targets.get(i) {
-                bs_y[j] = y;
-            }
+            refresh(&mut members)?;
         }
-        let batch = Batch {
-            s: &bs_s,
-            s2: &bs_s2,
-            a: &bs_a,
-            r: &bs_r,
-            terminal: &bs_t,
-            targets: traces.as_ref().map(|_| bs_y.as_slice()),
-        };
-        let loss = match &online.value {
-            Some(v) => iql_step(
-                (&online.q, v),
-                (&target.q, target.value.as_ref().unwrap_or(v)),
-                &mut opt,
-                &batch,
-                cfg.gamma as f32,
-                (lo, hi),
-                cfg.expectile as f32,
-                device,
-            )?,
-            None => {
-                let losses = Losses {
-                    imitation: online.imitation.as_ref().map(|(m, t)| (m, *t)),
-                    cql_alpha,
-                };
-                dqn_step(
-                    &online.q,
-                    &target.q,
-                    &mut opt,
+        for mb in members.iter_mut() {
+            for j in 0..bs {
+                let i = mb.rng.random_range(0..n);
+                inputs.fill(i, false, &mut bs_s[j * d..(j + 1) * d]);
+                if traces.is_none() {
+                    inputs.fill(i, true, &mut bs_s2[j * d..(j + 1) * d]);
+                }
+                bs_a[j] = labels[i];
+                bs_r[j] = data.rewards[i];
+                bs_t[j] = data.terminals[i];
+                if let Some(&y) = mb.targets.get(i) {
+                    bs_y[j] = y;
+                }
+            }
+            let batch = Batch {
+                s: &bs_s,
+                s2: &bs_s2,
+                a: &bs_a,
+                r: &bs_r,
+                terminal: &bs_t,
+                targets: traces.as_ref().map(|_| bs_y.as_slice()),
+            };
+            let (online, target) = (&mb.online, &mb.target);
+            let loss = match &online.value {
+                Some(v) => iql_step(
+                    (&online.q, v),
+                    (&target.q, target.value.as_ref().unwrap_or(v)),
+                    &mut mb.opt,
                     &batch,
                     cfg.gamma as f32,
                     (lo, hi),
-                    &losses,
+                    cfg.expectile as f32,
                     device,
-                )?
+                )?,
+                None => {
+                    let losses = Losses {
+                        imitation: online.imitation.as_ref().map(|(m, t)| (m, *t)),
+                        cql_alpha,
+                    };
+                    dqn_step(
+                        &online.q,
+                        &target.q,
+                        &mut mb.opt,
+                        &batch,
+                        cfg.gamma as f32,
+                        (lo, hi),
+                        &losses,
+                        device,
+                    )?
+                }
+            } as f64;
+            if let Some(mean) = mb.curve.push(step, loss) {
+                log::debug!("Q-learning step {}: mean TD loss {mean:.4e}", step + 1);
+                bar.set_message(format!("TD loss {mean:.2e}"));
             }
-        } as f64;
-        if let Some(mean) = curve.push(step, loss) {
-            log::debug!("Q-learning step {}: mean TD loss {mean:.4e}", step + 1);
-            bar.set_message(format!("TD loss {mean:.2e}"));
-        }
-        if let Some(p) = probe {
-            if (step + 1) % every == 0 {
-                snapshots.push((step + 1, network(&online).values(p, device)?));
-                let (svm, nets) = fresh()?;
-                nn::copy_vars(&vm, &svm)?;
-                kept.push((svm, nets));
+            if let Some(p) = probe {
+                if (step + 1) % every == 0 {
+                    mb.snapshots
+                        .push((step + 1, network(&mb.online).values(p, device)?));
+                    let (svm, nets) = fresh()?;
+                    nn::copy_vars(&mb.vm, &svm)?;
+                    mb.kept.push((svm, nets));
+                }
             }
         }
         bar.inc(1);
@@ -250,27 +322,35 @@ pub fn dqn(
             let done = (step + 1) as u64;
             if step + 1 < cfg.steps && c.due(STAGE, done) {
                 let mut st = State::default();
-                st.put_adam("adam", &opt)?;
-                st.put_vars("target", &tvm)?;
-                st.put_rng("rng", &rng)?;
-                let progress = Progress {
-                    curve: curve.clone(),
-                    snapshot_steps: snapshots.iter().map(|(s, _)| *s).collect(),
-                };
-                st.set_record("progress", &progress)?;
-                for (i, (svm, _)) in kept.iter().enumerate() {
-                    st.put_vars(&format!("kept.{i}"), svm)?;
+                for (m, mb) in members.iter().enumerate() {
+                    let key = |k: &str| member_key(m, k);
+                    st.put_adam(&key("adam"), &mb.opt)?;
+                    st.put_vars(&key("target"), &mb.tvm)?;
+                    st.put_rng(&key("rng"), &mb.rng)?;
+                    let progress = Progress {
+                        curve: mb.curve.clone(),
+                        snapshot_steps: mb.snapshots.iter().map(|(s, _)| *s).collect(),
+                    };
+                    st.set_record(&key("progress"), &progress)?;
+                    for (i, (svm, _)) in mb.kept.iter().enumerate() {
+                        st.put_vars(&key(&format!("kept.{i}")), svm)?;
+                    }
                 }
                 c.save(STAGE, done, st)?;
             }
         }
     }
     bar.finish_and_clear();
-    let mut out = network(&online);
-    out.loss_curve = curve.means;
-    out.checkpoints = snapshots;
-    out.snapshots = kept.iter().map(|(_, nets)| network(nets)).collect();
-    Ok(out)
+    Ok(members
+        .into_iter()
+        .map(|mb| {
+            let mut out = network(&mb.online);
+            out.loss_curve = mb.curve.means;
+            out.checkpoints = mb.snapshots;
+            out.snapshots = mb.kept.iter().map(|(_, nets)| network(nets)).collect();
+            out
+        })
+        .collect())
 }
 
 /// The networks one variant trains: Q, and BCQ's imitation or IQL's value network.
@@ -326,8 +406,14 @@ impl Traces {
 }
 
 /// V of every transition's next observation under `net` (max over Q, BCQ's allowed
-/// maximum, or IQL's V), in chunks converted from the store.
-fn bootstrap_values(net: &QNetwork, inputs: &Inputs, device: &Device) -> Result<Vec<f32>> {
+/// maximum, or IQL's V), in chunks converted from the store; with `judge`, the label
+/// `net` prefers is valued by `judge`'s Q instead (Double DQN).
+fn bootstrap_values(
+    net: &QNetwork,
+    judge: Option<&QNetwork>,
+    inputs: &Inputs,
+    device: &Device,
+) -> Result<Vec<f32>> {
     let (n, d) = (inputs.len(), inputs.dim());
     let mut out = Vec::with_capacity(n);
     let chunk = ((1 << 20) / d.max(1)).clamp(1, 8192);
@@ -338,7 +424,11 @@ fn bootstrap_values(net: &QNetwork, inputs: &Inputs, device: &Device) -> Result<
         for i in start..end {
             inputs.fill(i, true, &mut x[(i - start) * d..(i - start + 1) * d]);
         }
-        out.extend(net.values_standardised(std::mem::take(&mut x), device)?);
+        let x = std::mem::take(&mut x);
+        out.extend(match judge {
+            None => net.values_standardised(x, device)?,
+            Some(judge) => net.values_judged_by(judge, x, device)?,
+        });
     }
     Ok(out)
 }

@@ -7,7 +7,7 @@ mod fit;
 mod network;
 mod tabular;
 
-pub use dqn::{dqn, dqn_step, Batch, DqnInputs, Losses};
+pub use dqn::{dqn, dqn_group, dqn_step, Batch, DqnInputs, Losses};
 
 use dqn::bcq_allowed;
 pub use fit::{distill, fit, fit_image, fit_one_norm, DistillConfig};
@@ -306,6 +306,70 @@ mod tests {
             &Device::Cpu
         )
         .is_err());
+    }
+
+    /// Within a group, a member's lambda-return targets value the label its own target
+    /// network prefers by the next member's Q; one-step targets stay its own, so with
+    /// lambda 0 each member is the network its seed trains alone.
+    #[test]
+    fn grouped_members_bootstrap_from_each_other() {
+        let g = GridWorld::default();
+        let data = g.generate(300, 0, 0.0);
+        let labels = gt_labels(&data);
+        let dev = Device::Cpu;
+        let cfg = DqnConfig {
+            hidden: vec![16],
+            steps: 400,
+            target_update: 100,
+            checkpoints: 2,
+            gamma: 0.95,
+            lambda: 1.0,
+            ..Default::default()
+        };
+        let inputs = DqnInputs {
+            data: &data,
+            labels: &labels,
+            num_actions: 8,
+            variant: QKind::Dqn,
+            probe: None,
+        };
+        let probe: Vec<f32> = (0..36)
+            .flat_map(|s| [(s / 6) as f32, (s % 6) as f32])
+            .collect();
+        let v = |n: &QNetwork| n.values(&probe, &dev).unwrap();
+        // Valued by itself, a network's V is its maximum; by another, that one's Q at
+        // this one's choice.
+        let (a, b) = (
+            dqn(&inputs, &cfg, 1, &dev, None).unwrap(),
+            dqn(&inputs, &cfg, 2, &dev, None).unwrap(),
+        );
+        let x = crate::util::stats::standardise(&probe, &a.mean, &a.std);
+        assert_eq!(a.values_judged_by(&a, x.clone(), &dev).unwrap(), v(&a));
+        let judged = a.values_judged_by(&b, x, &dev).unwrap();
+        let (qa, qb) = (
+            a.q_values(&probe, &dev).unwrap(),
+            b.q_values(&probe, &dev).unwrap(),
+        );
+        for (j, (ra, rb)) in qa.iter().zip(&qb).enumerate() {
+            let best = (0..ra.len()).fold(0, |m, k| if ra[k] > ra[m] { k } else { m });
+            assert_eq!(judged[j], rb[best], "state {j}");
+        }
+        assert!(judged.iter().zip(v(&a)).any(|(x, y)| *x != y));
+        // A group of two: deterministic, and coupled.
+        let group = dqn_group(&inputs, &cfg, &[1, 2], &dev, None).unwrap();
+        let again = dqn_group(&inputs, &cfg, &[1, 2], &dev, None).unwrap();
+        assert_eq!(group.len(), 2);
+        assert_eq!(v(&group[1]), v(&again[1]));
+        assert_ne!(v(&group[0]), v(&a));
+        assert_ne!(v(&group[1]), v(&b));
+        // One-step targets: each member is its seed's network alone.
+        let one = DqnConfig {
+            lambda: 0.0,
+            ..cfg.clone()
+        };
+        let group = dqn_group(&inputs, &one, &[1, 2], &dev, None).unwrap();
+        assert_eq!(v(&group[0]), v(&dqn(&inputs, &one, 1, &dev, None).unwrap()));
+        assert_eq!(v(&group[1]), v(&dqn(&inputs, &one, 2, &dev, None).unwrap()));
     }
 
     /// A chain of frames (a square on one row, left or right, reward at column 7): the

@@ -245,13 +245,40 @@ impl QNetwork {
         if let Some(v) = &self.value {
             return Ok(v.forward(&x)?.flatten_all()?.to_vec1()?);
         }
-        let q: Vec<f32> = self.net.forward(&x)?.flatten_all()?.to_vec1()?;
+        let (q, best) = self.best_labels(&x)?;
+        Ok(at_labels(&q, &best))
+    }
+
+    /// V of standardised inputs `[n * D]` with the label this network prefers (max Q;
+    /// for BCQ, over the allowed labels) valued by `judge`'s Q; IQL's V as it is.
+    pub fn values_judged_by(
+        &self,
+        judge: &QNetwork,
+        x: Vec<f32>,
+        device: &Device,
+    ) -> Result<Vec<f32>> {
+        if self.value.is_some() {
+            return self.values_standardised(x, device);
+        }
+        let d = self.obs_dim();
+        let n = x.len() / d.max(1);
+        let x = Tensor::from_vec(x, (n, d), device)?;
+        let (_, best) = self.best_labels(&x)?;
+        let q: Vec<f32> = judge.net.forward(&x)?.flatten_all()?.to_vec1()?;
+        Ok(at_labels(&q, &best))
+    }
+
+    /// Q of a batch `[n, D]` (row-major) and each row's highest-valued label among the
+    /// allowed ones (BCQ's filter; none allowed: `None`).
+    fn best_labels(&self, x: &Tensor) -> Result<(Vec<f32>, Vec<Option<usize>>)> {
+        let n = x.dim(0)?;
+        let q: Vec<f32> = self.net.forward(x)?.flatten_all()?.to_vec1()?;
         let k = q.len() / n.max(1);
         let allowed = match &self.imitation {
-            Some((m, t)) => Some((m.forward(&x)?.flatten_all()?.to_vec1::<f32>()?, *t)),
+            Some((m, t)) => Some((m.forward(x)?.flatten_all()?.to_vec1::<f32>()?, *t)),
             None => None,
         };
-        Ok((0..n)
+        let best = (0..n)
             .map(|j| {
                 let row = &q[j * k..(j + 1) * k];
                 let ok = |a: usize| {
@@ -261,10 +288,13 @@ impl QNetwork {
                 };
                 (0..k)
                     .filter(|&a| ok(a))
-                    .map(|a| row[a])
-                    .fold(f32::NEG_INFINITY, f32::max)
+                    .fold(None, |acc: Option<usize>, a| match acc {
+                        Some(b) if row[b] >= row[a] => Some(b),
+                        _ => Some(a),
+                    })
             })
-            .collect())
+            .collect();
+        Ok((q, best))
     }
 
     /// The network as a trainer-only safetensors file (`laq-qnet`): the parameters under
@@ -391,6 +421,15 @@ impl QNetwork {
             gamma,
         ))
     }
+}
+
+/// Each row's Q at its chosen label, from row-major Q `[n, K]`; no label: minus infinity.
+fn at_labels(q: &[f32], best: &[Option<usize>]) -> Vec<f32> {
+    let k = q.len() / best.len().max(1);
+    best.iter()
+        .enumerate()
+        .map(|(j, b)| b.map_or(f32::NEG_INFINITY, |a| q[j * k + a]))
+        .collect()
 }
 
 /// Whether a file is a [`QNET_FORMAT`] Q-network (by its metadata).
