@@ -1,7 +1,7 @@
 //! `laq gen`: datasets from the built-in environments.
 
 use crate::envs::gridworld::GridWorld;
-use crate::envs::maze2d::Maze;
+use crate::envs::maze2d::{Maze, Physics};
 use crate::envs::nav::{GenConfig, Goal, Kind, Nav};
 use anyhow::{bail, Result};
 use clap::Subcommand;
@@ -22,6 +22,18 @@ pub enum GenEnv {
         episode_len: usize,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Mass of the point (the acceleration per unit of action is 100 / mass).
+        #[arg(long, default_value_t = 1.0)]
+        mass: f32,
+        /// Share of the velocity kept at each simulation step (lower: more friction).
+        #[arg(long, default_value_t = 0.99)]
+        damping: f32,
+        /// Speed limit along each axis.
+        #[arg(long, default_value_t = 5.0)]
+        max_speed: f32,
+        /// Standard deviation of the data controller's action noise.
+        #[arg(long, default_value_t = 0.3)]
+        noise: f32,
         #[arg(long)]
         out: PathBuf,
     },
@@ -83,12 +95,23 @@ pub fn run(env: GenEnv) -> Result<()> {
             steps,
             episode_len,
             seed,
+            mass,
+            damping,
+            max_speed,
+            noise,
             out,
         } => {
             if episode_len == 0 || steps == 0 {
                 bail!("--steps and --episode-len must be positive");
             }
-            let data = Maze::named(&layout)?.generate(steps, episode_len, seed);
+            let physics = Physics {
+                mass,
+                damping,
+                max_speed,
+                noise,
+            };
+            let maze = Maze::named(&layout)?.with_physics(physics)?;
+            let data = maze.generate(steps, episode_len, seed);
             data.save(&out)?;
             let rewarded = data.rewards.iter().filter(|&&r| r > 0.0).count();
             log::info!(

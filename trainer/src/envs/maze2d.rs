@@ -15,10 +15,45 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 
-/// Acceleration per unit of action, and velocity damping per simulation step.
+/// Acceleration per unit of action of a unit mass.
 const ACCEL: f32 = 100.0;
-const DAMPING: f32 = 0.99;
-const MAX_SPEED: f32 = 5.0;
+
+/// The point mass's physics and the data controller's noise: the defaults are the
+/// environment's own; other values make variants of it (`laq gen maze2d --mass 2`), for
+/// measuring the pipeline on dynamics it was not developed with.
+///
+/// ```
+/// use laq::envs::maze2d::{Maze, Physics};
+/// let heavy = Physics { mass: 2.0, ..Physics::default() };
+/// let maze = Maze::named("umaze").unwrap().with_physics(heavy).unwrap();
+/// let light = Maze::named("umaze").unwrap();
+/// let push = |m: &Maze| m.step([3.5, 1.5, 0.0, 0.0], [0.0, 1.0])[3];
+/// assert!(push(&maze) < push(&light));
+/// assert!(Maze::named("umaze").unwrap().with_physics(Physics { mass: 0.0, ..heavy }).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Physics {
+    /// The acceleration per unit of action is 100 / `mass`.
+    pub mass: f32,
+    /// Share of the velocity kept at each simulation step (below 1: friction).
+    pub damping: f32,
+    /// Speed limit along each axis.
+    pub max_speed: f32,
+    /// Standard deviation of the Gaussian noise the data's waypoint controller adds to
+    /// each action component (before clamping to [-1, 1]).
+    pub noise: f32,
+}
+
+impl Default for Physics {
+    fn default() -> Self {
+        Physics {
+            mass: 1.0,
+            damping: 0.99,
+            max_speed: 5.0,
+            noise: 0.3,
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct Maze {
@@ -27,6 +62,7 @@ pub struct Maze {
     /// Cell of the target; its centre is the target point.
     pub target: (usize, usize),
     layout: Layout<'static>,
+    physics: Physics,
 }
 
 impl Maze {
@@ -42,7 +78,36 @@ impl Maze {
             cols: layout.cols(),
             target: layout.target(),
             layout,
+            physics: Physics::default(),
         }
+    }
+
+    /// The same maze with other physics; an error names a value out of range.
+    pub fn with_physics(mut self, p: Physics) -> Result<Self> {
+        let Physics {
+            mass,
+            damping,
+            max_speed,
+            noise,
+        } = p;
+        if !(mass.is_finite() && mass > 0.0) {
+            bail!("the mass must be positive, got {mass}");
+        }
+        if !(damping > 0.0 && damping <= 1.0) {
+            bail!("the damping must be in (0, 1], got {damping}");
+        }
+        if !(max_speed.is_finite() && max_speed > 0.0) {
+            bail!("the speed limit must be positive, got {max_speed}");
+        }
+        if !(noise.is_finite() && noise >= 0.0) {
+            bail!("the controller noise must be at least 0, got {noise}");
+        }
+        self.physics = p;
+        Ok(self)
+    }
+
+    pub fn physics(&self) -> Physics {
+        self.physics
     }
 
     /// The walls and the target, for the robot and the guidance.
@@ -90,9 +155,16 @@ impl Maze {
     pub fn step(&self, s: [f32; 4], a: [f32; 2]) -> [f32; 4] {
         let [mut x, mut y, mut vx, mut vy] = s;
         let (ax, ay) = (a[0].clamp(-1.0, 1.0), a[1].clamp(-1.0, 1.0));
+        let Physics {
+            mass,
+            damping,
+            max_speed,
+            ..
+        } = self.physics;
+        let accel = ACCEL / mass;
         for _ in 0..FRAME_SKIP {
-            vx = ((vx + ACCEL * ax * DT) * DAMPING).clamp(-MAX_SPEED, MAX_SPEED);
-            vy = ((vy + ACCEL * ay * DT) * DAMPING).clamp(-MAX_SPEED, MAX_SPEED);
+            vx = ((vx + accel * ax * DT) * damping).clamp(-max_speed, max_speed);
+            vy = ((vy + accel * ay * DT) * damping).clamp(-max_speed, max_speed);
             if self.blocked(x + vx * DT, y) {
                 vx = 0.0;
             } else {
@@ -204,9 +276,10 @@ impl Maze {
                 let way = self.next_waypoint(cell, &dist);
                 // PD control towards the waypoint's centre, plus noise.
                 let (wx, wy) = (way.0 as f32 + 0.5, way.1 as f32 + 0.5);
+                let noise = self.physics.noise;
                 let mut a = [
-                    (wx - s[0]) * 1.0 - s[2] * 0.15 + 0.3 * crate::nn::normal(&mut rng),
-                    (wy - s[1]) * 1.0 - s[3] * 0.15 + 0.3 * crate::nn::normal(&mut rng),
+                    (wx - s[0]) * 1.0 - s[2] * 0.15 + noise * crate::nn::normal(&mut rng),
+                    (wy - s[1]) * 1.0 - s[3] * 0.15 + noise * crate::nn::normal(&mut rng),
                 ];
                 a.iter_mut().for_each(|v| *v = v.clamp(-1.0, 1.0));
                 let s2 = self.step(s, a);
@@ -284,6 +357,52 @@ mod tests {
         // Free motion accelerates.
         let s = m.step([3.5, 1.5, 0.0, 0.0], [0.0, 1.0]);
         assert!(s[1] > 1.5 && s[3] > 0.0);
+    }
+
+    /// Each variant moves the mass as its physics says; the default is the environment.
+    #[test]
+    fn physics_variants_change_the_motion() {
+        let m = || Maze::named("umaze").unwrap();
+        let with = |p: Physics| m().with_physics(p).unwrap();
+        let d = Physics::default();
+        assert_eq!(m().physics(), d);
+        let run = |maze: &Maze| {
+            // One action from rest: below the default speed limit.
+            maze.step([3.5, 1.5, 0.0, 0.0], [0.0, 1.0])
+        };
+        let base = run(&m());
+        assert!(base[3] < d.max_speed, "{base:?}");
+        assert_eq!(run(&with(d)), base);
+        let heavy = run(&with(Physics { mass: 2.0, ..d }));
+        let rough = run(&with(Physics { damping: 0.9, ..d }));
+        let slow = run(&with(Physics {
+            max_speed: 1.0,
+            ..d
+        }));
+        assert!(
+            heavy[3] < base[3] && heavy[1] < base[1],
+            "{heavy:?} {base:?}"
+        );
+        assert!(rough[3] < base[3], "{rough:?}");
+        assert!(slow[3] <= 1.0 && slow[3] < base[3], "{slow:?}");
+        // The controller's noise changes the data, not the physics.
+        let quiet = with(Physics { noise: 0.0, ..d });
+        assert_eq!(run(&quiet), base);
+        assert_ne!(quiet.generate(500, 500, 1), m().generate(500, 500, 1));
+        for bad in [
+            Physics { mass: -1.0, ..d },
+            Physics { damping: 1.5, ..d },
+            Physics {
+                max_speed: 0.0,
+                ..d
+            },
+            Physics {
+                noise: f32::NAN,
+                ..d
+            },
+        ] {
+            assert!(m().with_physics(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
