@@ -38,7 +38,7 @@ pub struct TrainConfig {
     /// An ensemble trains as two independent halves, and within a half each Q-function
     /// bootstraps from the next one's Q at the label its own Q prefers (Double DQN across
     /// members, [`crate::stages::qlearn::dqn_group`]); off, every Q-function bootstraps
-    /// from its own maximum (docs/trust.md, "Checkpoints", has the evidence).
+    /// from its own maximum (docs/trust.md, "Across members", has the evidence).
     #[serde(default = "yes")]
     pub cross_bootstrap: bool,
     /// How the exported model turns its outputs into V.

@@ -568,8 +568,8 @@ fn train_members(
             .into_inner()
             .ok()
             .flatten()
-            .with_context(|| format!("Q-functions {:?} did not finish", groups[g]))?
-            .with_context(|| format!("Q-functions {:?} of {members}", groups[g]))?;
+            .with_context(|| format!("Q-functions {} did not finish", numbers(&groups[g])))?
+            .with_context(|| format!("Q-functions {} of {members}", numbers(&groups[g])))?;
         for (j, net) in groups[g].iter().zip(trained) {
             nets[*j] = Some(net);
         }
@@ -580,6 +580,12 @@ fn train_members(
             n.with_context(|| format!("Q-function {} of {members} was not trained", j + 1))
         })
         .collect()
+}
+
+/// Q-function indices as messages number them (from 1), e.g. "3, 4".
+fn numbers(group: &[usize]) -> String {
+    let n: Vec<String> = group.iter().map(|j| (j + 1).to_string()).collect();
+    n.join(", ")
 }
 
 /// What the exported V is compared with by the agreement check.

@@ -285,6 +285,26 @@ pub struct Traced {
 }
 
 impl Traced {
+    /// The traced rows of `data` and the measures made of them.
+    ///
+    /// ```
+    /// use laq::data::Dataset;
+    /// // One trajectory of 4 steps, rewarded on its last.
+    /// let d = Dataset {
+    ///     obs_shape: vec![1],
+    ///     observations: vec![0.0, 1.0, 2.0, 3.0].into(),
+    ///     next_observations: vec![1.0, 2.0, 3.0, 4.0].into(),
+    ///     rewards: vec![0.0, 0.0, 0.0, 1.0],
+    ///     terminals: vec![false, false, false, true],
+    ///     timeouts: None,
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// let t = laq::run::trust::Traced::of(&d);
+    /// assert_eq!(t.traces, [(3, 0), (2, 1), (1, 2), (0, 3)]);
+    /// // Too few traced rows for the nearest-state measures.
+    /// assert!(t.reliability.is_none() && t.fewest_nearby.is_none());
+    /// ```
     pub fn of(data: &Dataset) -> Self {
         let traces = data.steps_to_reward();
         let near = Near::new(data, &traces);

@@ -76,8 +76,8 @@ fn member_key(m: usize, key: &str) -> String {
 /// member's target Q at the label its own target Q prefers (Double DQN across members):
 /// a maximum over the noisy estimates of near-equal labels is biased upwards by a part
 /// of their noise at every copy, and an estimate from another network is not (one
-/// member alone takes its own maximum). Each member's minibatches follow its own seed,
-/// so a group of one is [`dqn`] with that seed.
+/// member alone takes its own maximum; IQL's V takes none and stays its own). Each
+/// member's minibatches follow its own seed, so a group of one is [`dqn`] with that seed.
 pub fn dqn_group(
     inputs: &DqnInputs<'_>,
     cfg: &DqnConfig,
