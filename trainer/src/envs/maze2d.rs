@@ -106,6 +106,7 @@ impl Maze {
         Ok(self)
     }
 
+    /// The physics [`Maze::step`] and [`Maze::generate`] use.
     pub fn physics(&self) -> Physics {
         self.physics
     }

@@ -693,6 +693,33 @@ mod tests {
         line(o, nx, r, vec![false; n], Some(to))
     }
 
+    /// What a run knows about `values` on the walker's line: no labels, pair, snapshots
+    /// or returns.
+    fn walker_evidence<'a>(
+        d: &'a Dataset,
+        labels: &'a [u32],
+        values: &'a [f32],
+        traced: &'a Traced,
+    ) -> Evidence<'a> {
+        Evidence {
+            data: d,
+            labels,
+            num_actions: 1,
+            values,
+            pair: None,
+            last_snapshots: None,
+            max_return: 1.0,
+            shown_near_max: 0.0,
+            returns: None,
+            traced,
+        }
+    }
+
+    /// The check of that name, if it applied.
+    fn named(t: &Trust, name: &str) -> Option<Check> {
+        t.checks.iter().find(|c| c.name == name).cloned()
+    }
+
     #[test]
     fn trajectory_ranking_is_judged_against_what_the_data_allows() {
         let d = wandering();
@@ -713,25 +740,8 @@ mod tests {
             .map(|i| -(d.obs_row(i)[0] - 20.0).abs())
             .collect();
         let noise: Vec<f32> = (0..d.len()).map(|i| ((i * 7919) % 101) as f32).collect();
-        let e = Evidence {
-            data: &d,
-            labels: &labels,
-            num_actions: 1,
-            values: &values,
-            pair: None,
-            last_snapshots: None,
-            max_return: 1.0,
-            shown_near_max: 0.0,
-            returns: None,
-            traced: &traced,
-        };
-        let ranking = |t: &Trust| {
-            t.checks
-                .iter()
-                .find(|c| c.name == "trajectory_ranking")
-                .cloned()
-                .unwrap()
-        };
+        let e = walker_evidence(&d, &labels, &values, &traced);
+        let ranking = |t: &Trust| named(t, "trajectory_ranking").unwrap();
         let good = ranking(&assess(&e));
         assert!(
             raw < 0.3 && good.pass,
@@ -766,24 +776,12 @@ mod tests {
         };
         let truth = place(&|x| -(x - 20.0).abs());
         let leak = place(&|x| -(x - 20.0).abs().min((x - 3.0).abs()));
-        let e = Evidence {
-            data: &d,
-            labels: &labels,
-            num_actions: 1,
-            values: &truth,
-            pair: None,
-            last_snapshots: None,
-            max_return: 1.0,
-            shown_near_max: 0.0,
-            returns: None,
-            traced: &traced,
-        };
-        let find = |t: &Trust, name: &str| t.checks.iter().find(|c| c.name == name).cloned();
+        let e = walker_evidence(&d, &labels, &truth, &traced);
         let good = assess(&e);
         let bad = assess(&Evidence { values: &leak, ..e });
         let (g, b) = (
-            find(&good, "nearby_ranking").unwrap(),
-            find(&bad, "nearby_ranking").unwrap(),
+            named(&good, "nearby_ranking").unwrap(),
+            named(&bad, "nearby_ranking").unwrap(),
         );
         assert!(g.pass && g.value > 0.9, "{good}");
         assert!(!b.pass, "{bad}");
