@@ -103,15 +103,15 @@ fn an_undertrained_maze_v_is_doubtful() {
     };
     let good = verdict("good", &[]);
     assert_eq!(good["verdict"], "trusted", "{good}");
-    // Point-mass states have a distance: V is also judged against the fewest steps the
-    // data shows from nearby.
-    let nearby = good["checks"]
+    // Point-mass states have a distance: V is also judged against the fewest steps to a
+    // reward through the data, its trajectories joined at near states.
+    let paths = good["checks"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["name"] == "nearby_ranking")
+        .find(|c| c["name"] == "path_ranking")
         .cloned();
-    assert!(nearby.is_some_and(|c| c["pass"] == true), "{good}");
+    assert!(paths.is_some_and(|c| c["pass"] == true), "{good}");
     // The ensemble's checkpoint is chosen by the checks, and the run says which.
     let run = dir.path().join("good");
     let chosen: Vec<u64> = metrics(&run.join("metrics.json"))["q_checkpoints"]

@@ -250,18 +250,32 @@ pub fn report(
     );
     let checkpoints = &metrics.q_checkpoints;
     if let Some(c) = checkpoints.iter().find(|c| c.chosen) {
-        let counts: Vec<String> = checkpoints
+        let per: Vec<String> = checkpoints
             .iter()
-            .map(|c| c.checks_passed.to_string())
+            .map(|c| match c.path_ranking {
+                Some(r) => format!("{} / {r:.2}", c.checks_failed),
+                None => c.checks_failed.to_string(),
+            })
             .collect();
         let _ = writeln!(
             s,
-            "V is the ensemble's at Q-learning step {} of {}: the last of its {} checkpoints \
-             that passes as many checks as any (checks passed per checkpoint: {}).\n",
+            "V is the ensemble's at Q-learning step {} of {}: of its {} checkpoints, the one \
+             that fails the fewest checks{}, the later on ties (failed checks{} per \
+             checkpoint: {}).\n",
             c.step,
             checkpoints.last().map_or(0, |l| l.step),
             checkpoints.len(),
-            counts.join(", ")
+            if c.path_ranking.is_some() {
+                " and then ranks states best like the fewest steps to a reward through the data"
+            } else {
+                ""
+            },
+            if c.path_ranking.is_some() {
+                " / path_ranking"
+            } else {
+                ""
+            },
+            per.join(", ")
         );
     }
     let m = &tr.model;

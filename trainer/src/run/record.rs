@@ -142,6 +142,12 @@ pub struct Candidate {
     /// The Q-learning step of the checkpoint.
     pub step: usize,
     pub checks_passed: usize,
+    #[serde(default)]
+    pub checks_failed: usize,
+    /// The `path_ranking` check's value, by which checkpoints failing as few checks are
+    /// compared.
+    #[serde(default)]
+    pub path_ranking: Option<f64>,
     pub trajectory_ranking: Option<f64>,
     /// Whether this checkpoint's V is the one exported.
     pub chosen: bool,
@@ -188,10 +194,13 @@ impl fmt::Display for RunMetrics {
         if let Some(c) = self.q_checkpoints.iter().find(|c| c.chosen) {
             writeln!(
                 f,
-                "  Q-learning step    {} of {} chosen by the checks ({} passed)",
+                "  Q-learning step    {} of {} chosen by the checks ({} passed, {} failed{})",
                 c.step,
                 self.q_checkpoints.last().map_or(0, |l| l.step),
-                c.checks_passed
+                c.checks_passed,
+                c.checks_failed,
+                c.path_ranking
+                    .map_or(String::new(), |r| format!(", path_ranking {r:.3}"))
             )?;
         }
         writeln!(f, "  model              {VALUE_FILE}: {}", self.model)?;

@@ -253,10 +253,9 @@ pub fn train(
             let (model, err, values, judged, agreement): (_, _, _, Vec<usize>, _) =
                 if cfg.ensemble >= 2 {
                     let judged: Vec<usize> = (0..members).collect();
-                    // Further target updates can inflate V (docs/trust.md): the last
-                    // checkpoint whose mean V passes as many checks as any is exported. The
-                    // trajectory ranking does not break ties: it favours V that is still
-                    // close to the data's own returns, early in training.
+                    // Further target updates can inflate V, or let it leak through walls
+                    // (docs/trust.md): the checkpoint whose mean V the checks prefer
+                    // (`Trust::merit`) is exported, the later one on ties.
                     let count = nets.iter().map(|n| n.snapshots.len()).min().unwrap_or(0);
                     let mut best: Option<(usize, Trust, Vec<Vec<f32>>)> = None;
                     for c in 0..count {
@@ -271,17 +270,12 @@ pub fn train(
                         candidates.push(Candidate {
                             step: nets[0].checkpoints[c].0,
                             checks_passed: t.passed(),
-                            trajectory_ranking: t
-                                .checks
-                                .iter()
-                                .find(|c| c.name == "trajectory_ranking")
-                                .map(|c| c.value),
+                            checks_failed: t.failed().count(),
+                            path_ranking: t.value(trust::PATH_RANKING),
+                            trajectory_ranking: t.value("trajectory_ranking"),
                             chosen: false,
                         });
-                        if best
-                            .as_ref()
-                            .is_none_or(|(_, b, _)| t.passed() >= b.passed())
-                        {
+                        if best.as_ref().is_none_or(|(_, b, _)| t.merit() >= b.merit()) {
                             best = Some((c, t, member_values));
                         }
                     }
@@ -869,19 +863,19 @@ mod tests {
             .find(|c| c.name == "seed_agreement")
             .expect("the halves are compared");
         assert!(agreement.value.is_finite(), "{}", trained.trust);
-        // One checkpoint of the ten is exported: the last that passes the most checks.
+        // One checkpoint of the ten is exported: of those that fail the fewest checks, the
+        // one whose V ranks the data's shortest ways best, the later on ties.
         let candidates = &trained.q_checkpoints;
         assert_eq!(candidates.len(), cfg.dqn.checkpoints, "{candidates:?}");
         let chosen: Vec<usize> = (0..candidates.len())
             .filter(|&c| candidates[c].chosen)
             .collect();
         assert_eq!(chosen.len(), 1, "{candidates:?}");
-        let most = candidates.iter().map(|c| c.checks_passed).max().unwrap();
-        assert_eq!(candidates[chosen[0]].checks_passed, most, "{candidates:?}");
+        let key = |c: &Candidate| (std::cmp::Reverse(c.checks_failed), c.path_ranking.unwrap());
+        let best = key(&candidates[chosen[0]]);
+        assert!(candidates.iter().all(|c| key(c) <= best), "{candidates:?}");
         assert!(
-            candidates[chosen[0] + 1..]
-                .iter()
-                .all(|c| c.checks_passed < most),
+            candidates[chosen[0] + 1..].iter().all(|c| key(c) < best),
             "{candidates:?}"
         );
         // The exported network ranks states like the mean of the members it was fitted to,

@@ -6,9 +6,11 @@
 //! (docs/trust.md has the table of verdicts against Spearman with the ground truth); the
 //! verdict is `trusted` only when every check that applies passes.
 
+use super::paths;
 use crate::data::Dataset;
 use crate::util::stats;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
 use std::fmt;
 
 /// The verdict on a run's V.
@@ -85,17 +87,33 @@ impl fmt::Display for Trust {
     }
 }
 
-/// Whether `a` is the better of two runs' V by the checks alone: more checks passed,
-/// then the better ranking of the data's rewarded trajectories.
+/// The check that ranks V against the fewest steps to a reward through the data.
+pub const PATH_RANKING: &str = "path_ranking";
+
+impl Trust {
+    /// The value of the check named `name`, if it applies.
+    pub fn value(&self, name: &str) -> Option<f64> {
+        self.checks.iter().find(|c| c.name == name).map(|c| c.value)
+    }
+
+    /// The order in which the checks prefer V: fewer failed checks, then the better
+    /// ranking of the data's shortest ways to a reward (`path_ranking`, where it applies).
+    /// A check that does not apply neither fails nor counts.
+    pub fn merit(&self) -> (Reverse<usize>, f64) {
+        let ranking = self.value(PATH_RANKING).unwrap_or(f64::NEG_INFINITY);
+        (Reverse(self.failed().count()), ranking)
+    }
+}
+
+/// Whether `a` is the better of two runs' V by the checks alone: [`Trust::merit`], then
+/// the better ranking of the data's rewarded trajectories.
 pub fn preferred(a: &Trust, b: &Trust) -> bool {
-    let passed = |t: &Trust| t.passed();
-    let ranking = |t: &Trust| {
-        t.checks
-            .iter()
-            .find(|c| c.name == "trajectory_ranking")
-            .map_or(f64::NEG_INFINITY, |c| c.value)
+    let ranking = |t: &Trust| t.value("trajectory_ranking").unwrap_or(f64::NEG_INFINITY);
+    let key = |t: &Trust| {
+        let (failed, path) = t.merit();
+        (failed, path, ranking(t))
     };
-    (passed(a), ranking(a)) > (passed(b), ranking(b))
+    key(a) > key(b)
 }
 
 /// What a run knows about its own V.
@@ -264,13 +282,10 @@ pub fn below_data_returns(values: &[f32], returns: &[f64]) -> f64 {
     below as f64 / rows as f64
 }
 
-/// Queries and candidates (times the state's length) the nearest-state measures compare
-/// at most: about a second of arithmetic each.
+/// Queries and candidates (times the state's length) [`steps_reliability`] compares at
+/// most: about a second of arithmetic.
 const NEAR_QUERIES: usize = 2000;
 const NEAR_WORK: usize = 400_000_000;
-
-/// Neighbours among which [`fewest_steps_nearby`] takes the fewest steps.
-pub const NEIGHBOURS: usize = 50;
 
 /// What the checks use of the data's own ways to a reward, computed once per run (the
 /// checkpoint choice judges ten V against it).
@@ -280,8 +295,9 @@ pub struct Traced {
     pub traces: Vec<(usize, usize)>,
     /// [`steps_reliability`].
     pub reliability: Option<f64>,
-    /// [`fewest_steps_nearby`].
-    pub fewest_nearby: Option<Vec<(usize, usize)>>,
+    /// The fewest steps from each row to a reward through the data
+    /// ([`paths::fewest_steps`]).
+    pub paths: Option<Vec<f64>>,
 }
 
 impl Traced {
@@ -302,15 +318,17 @@ impl Traced {
     /// };
     /// let t = laq::run::trust::Traced::of(&d);
     /// assert_eq!(t.traces, [(3, 0), (2, 1), (1, 2), (0, 3)]);
-    /// // Too few traced rows for the nearest-state measures.
-    /// assert!(t.reliability.is_none() && t.fewest_nearby.is_none());
+    /// // Too few traced rows for the reliability of their steps.
+    /// assert!(t.reliability.is_none());
+    /// // The fewest steps through the data: the same, along the one trajectory.
+    /// assert_eq!(t.paths, Some(vec![3.0, 2.0, 1.0, 0.0]));
     /// ```
     pub fn of(data: &Dataset) -> Self {
         let traces = data.steps_to_reward();
         let near = Near::new(data, &traces);
         Traced {
             reliability: near.as_ref().and_then(|n| steps_reliability(n)),
-            fewest_nearby: near.as_ref().and_then(|n| fewest_steps_nearby(n)),
+            paths: paths::fewest_steps(data),
             traces,
         }
     }
@@ -406,34 +424,6 @@ fn steps_reliability(near: &Near) -> Option<f64> {
     (own.len() >= 20).then(|| stats::spearman(&own, &other))
 }
 
-/// For each query row, the fewest steps to a reward among its [`NEIGHBOURS`] nearest
-/// traced states (standardised Euclidean distance, the row itself included): the
-/// shortest way the data shows from about that state. Where the behaviour wanders, one
-/// trajectory's steps say little of the state, but somewhere near it the data usually
-/// went more directly, and the fewest steps rank states much like the shortest way does
-/// (docs/trust.md). `None` with fewer than 10 x [`NEIGHBOURS`] candidates, or where the
-/// fewest steps are the same everywhere (nothing to rank).
-fn fewest_steps_nearby(near: &Near) -> Option<Vec<(usize, usize)>> {
-    if near.candidates.len() < 10 * NEIGHBOURS {
-        return None;
-    }
-    let out = near
-        .queries
-        .iter()
-        .map(|&(i, _)| {
-            let mut order: Vec<(f32, usize)> = near
-                .distances(i)
-                .into_iter()
-                .zip(near.candidates.iter().map(|&(_, k)| k))
-                .collect();
-            order.select_nth_unstable_by(NEIGHBOURS - 1, |a, b| a.0.total_cmp(&b.0));
-            let fewest = order[..NEIGHBOURS].iter().map(|&(_, k)| k).min();
-            (i, fewest.unwrap_or(0))
-        })
-        .collect::<Vec<_>>();
-    out.iter().any(|&(_, k)| k != out[0].1).then_some(out)
-}
-
 fn check(name: &str, value: f64, threshold: f64, pass: bool, why: String) -> Check {
     Check {
         name: name.to_string(),
@@ -522,23 +512,32 @@ pub fn assess(e: &Evidence) -> Trust {
             ),
         ));
     }
-    if let Some(fewest) = &e.traced.fewest_nearby {
-        let v: Vec<f64> = fewest.iter().map(|&(i, _)| e.values[i] as f64).collect();
-        let k: Vec<f64> = fewest.iter().map(|&(_, k)| -(k as f64)).collect();
-        let rho = stats::spearman(&v, &k);
-        checks.push(check(
-            "nearby_ranking",
-            rho,
-            0.6,
-            rho >= 0.6,
-            format!(
-                "V ranks {} of the data's states like the fewest steps to a reward that the \
-                 data shows from the {NEIGHBOURS} states nearest each, at Spearman {rho:.2}; \
-                 those steps follow the shortest way, and a V that does not follow them \
-                 ranks states by something else (value leaking through a wall, say)",
-                fewest.len()
-            ),
-        ));
+    if let Some(steps) = &e.traced.paths {
+        let (v, k): (Vec<f64>, Vec<f64>) = steps
+            .iter()
+            .zip(e.values)
+            .filter(|(s, _)| s.is_finite())
+            .map(|(s, &v)| (v as f64, -s))
+            .unzip();
+        // Fewer states than that rank nothing reliably.
+        if v.len() >= 20 {
+            let rho = stats::spearman(&v, &k);
+            checks.push(check(
+                PATH_RANKING,
+                rho,
+                0.7,
+                rho >= 0.7,
+                format!(
+                    "V ranks the {} of the data's {n} states with a way to a reward like the \
+                     fewest steps of that way, at Spearman {rho:.2}: the data's transitions, \
+                     joined where states recur or lie within {} median steps of each other, \
+                     show the shortest way from each state; a V that does not follow it ranks \
+                     states by something else (value leaking through a wall, say)",
+                    v.len(),
+                    paths::REACH
+                ),
+            ));
+        }
     }
     if let Some(returns) = e.returns {
         let below = below_data_returns(e.values, returns);
@@ -757,18 +756,19 @@ mod tests {
         assert_eq!(Traced::of(&chain()).reliability, Some(1.0));
     }
 
-    /// On the wandering walker's line, the fewest steps shown near a place are its
-    /// distance to 20: the true V follows them, a V with a second peak far from the
-    /// reward (value leaked there) does not.
+    /// On the wandering walker's line, the fewest steps through the data from a place are
+    /// its distance to 20, though its trajectories wander: the true V follows them, a V
+    /// with a second peak far from the reward (value leaked there) does not.
     #[test]
-    fn nearby_ranking_sees_value_where_the_data_never_went_fast() {
+    fn path_ranking_sees_value_where_the_data_never_went_fast() {
         let d = wandering();
         let traced = Traced::of(&d);
-        let fewest = traced.fewest_nearby.as_ref().unwrap();
-        assert_eq!(fewest.len(), NEAR_QUERIES);
-        for &(i, k) in fewest {
-            let far = (d.obs_row(i)[0] - 20.0).abs() as usize;
-            assert!(k <= far + 2, "row {i}: fewest {k}, distance {far}");
+        let steps = traced.paths.as_ref().unwrap();
+        for (i, &k) in steps.iter().enumerate() {
+            // The reward comes with the step onto 20: from 19 or 21 it is 0 steps away,
+            // from 20 itself 1 (a step off and the rewarded one back).
+            let far = ((d.obs_row(i)[0] - 20.0).abs() - 1.0).abs() as f64;
+            assert_eq!(k, far, "row {i}");
         }
         let labels = vec![0u32; d.len()];
         let place = |f: &dyn Fn(f32) -> f32| -> Vec<f32> {
@@ -780,13 +780,19 @@ mod tests {
         let good = assess(&e);
         let bad = assess(&Evidence { values: &leak, ..e });
         let (g, b) = (
-            named(&good, "nearby_ranking").unwrap(),
-            named(&bad, "nearby_ranking").unwrap(),
+            named(&good, PATH_RANKING).unwrap(),
+            named(&bad, PATH_RANKING).unwrap(),
         );
         assert!(g.pass && g.value > 0.9, "{good}");
         assert!(!b.pass, "{bad}");
-        // Too little data for the neighbours: no check.
-        assert!(Traced::of(&chain()).fewest_nearby.is_none());
+        // The checks prefer the true V, and say why.
+        assert!(preferred(&good, &bad) && !preferred(&bad, &good));
+        // Too few states with a way to a reward: no check.
+        let chain = chain().select(&(0..10).collect::<Vec<_>>());
+        let traced = Traced::of(&chain);
+        let values = vec![0.0; chain.len()];
+        let e = walker_evidence(&chain, &[0; 10], &values, &traced);
+        assert!(named(&assess(&e), PATH_RANKING).is_none());
     }
 
     #[test]

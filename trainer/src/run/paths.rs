@@ -1,0 +1,300 @@
+//! The fewest steps to a reward through the data: a witness of V that no Q-learning
+//! made.
+//!
+//! Each of the data's transitions is a step from its state to its next state; where
+//! states recur, trajectories meet at them; where they never recur (continuous states),
+//! a state may continue from any of its [`NEIGHBOURS`] nearest states within [`REACH`]
+//! median steps, at the cost of the distance in median steps. The fewest steps from a
+//! state to a rewarded transition over that graph is the shortest way the data shows,
+//! stitched from many trajectories: it follows corridors and walls (no transition
+//! crosses a wall, and a wall is wider than a jump), and ranks states much like the
+//! true shortest way on every maze measured (docs/trust.md).
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::data::dedup::RowIndex;
+use crate::data::Dataset;
+use crate::util::neighbours::KdTree;
+use crate::util::stats;
+
+/// The nearest states each state may continue from.
+pub const NEIGHBOURS: usize = 10;
+
+/// How far a state may jump to a near one, in median steps of the data (standardised
+/// Euclidean distance).
+pub const REACH: f32 = 2.0;
+
+/// Distance evaluations per nearest-state query at most, and in all (times the state's
+/// length): a second or two of arithmetic.
+const QUERY_BUDGET: usize = 2000;
+const WORK: usize = 4_000_000_000;
+
+/// The longest state the paths are found for: beyond it states are frames or other
+/// high-dimensional readings, where Euclidean distance says little of nearness and the
+/// distinct states would fill the memory.
+pub const MAX_STATE_LEN: usize = 64;
+
+/// For each row, the fewest steps from its state to a rewarded transition through the
+/// data (module docs); infinite where the data shows no way. `None` for images and
+/// states longer than [`MAX_STATE_LEN`] (no distance between frames means nearness),
+/// for data without a positive reward, or where every state with a way is as far as
+/// every other (nothing to rank).
+///
+/// ```
+/// use laq::data::Dataset;
+/// // Two trajectories on a line: 0 -> 1 -> 2 (rewarded at 2) and 5 -> 4 -> 3, which
+/// // never reaches the reward itself but comes within one step of the first.
+/// let d = Dataset {
+///     obs_shape: vec![1],
+///     observations: vec![0.0, 1.0, 2.0, 5.0, 4.0].into(),
+///     next_observations: vec![1.0, 2.0, 3.0, 4.0, 3.0].into(),
+///     rewards: vec![0.0, 0.0, 1.0, 0.0, 0.0],
+///     terminals: vec![false, false, true, false, false],
+///     timeouts: None,
+///     next_missing: None,
+///     actions: None,
+/// };
+/// let steps = laq::run::paths::fewest_steps(&d).unwrap();
+/// let steps: Vec<f64> = steps.iter().map(|s| (s * 1e4).round() / 1e4).collect();
+/// // From 4 the way goes on to 3, then jumps to the near state 2 (one median step).
+/// assert_eq!(steps, [2.0, 1.0, 0.0, 3.0, 2.0]);
+/// ```
+pub fn fewest_steps(data: &Dataset) -> Option<Vec<f64>> {
+    let n = data.len();
+    let d = data.obs_dim();
+    if data.is_image() || d == 0 || d > MAX_STATE_LEN || !data.rewards.iter().any(|&r| r > 0.0) {
+        return None;
+    }
+    let mut states = RowIndex::new(d);
+    let at: Vec<usize> = (0..n).map(|i| states.insert(&data.obs_row(i))).collect();
+    let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
+    let next: Vec<Option<usize>> = (0..n)
+        .map(|i| (!missing(i)).then(|| states.insert(&data.next_obs_row(i))))
+        .collect();
+    let m = states.len();
+    // Forward edges `(from, to, cost)`: `from` is at most `cost` plus `to`'s steps away.
+    let mut edges: Vec<(u32, u32, f32)> = (0..n)
+        .filter(|&i| !data.terminals[i])
+        .filter_map(|i| next[i].map(|j| (at[i] as u32, j as u32, 1.0)))
+        .collect();
+    // States that recur join trajectories by themselves (a grid world's cells): near
+    // states there are other cells, maybe behind a wall, never the same place.
+    if 2 * m > n {
+        jumps(data, &states, &at, &next, &mut edges);
+    }
+    // Dijkstra from the rewarded states backwards along the edges.
+    let mut into = vec![vec![]; m];
+    for &(from, to, cost) in &edges {
+        into[to as usize].push((from, cost));
+    }
+    let mut dist = vec![f64::INFINITY; m];
+    let mut heap = BinaryHeap::new();
+    for i in 0..n {
+        if data.rewards[i] > 0.0 && dist[at[i]] > 0.0 {
+            dist[at[i]] = 0.0;
+            heap.push(Reverse(Steps(0.0, at[i])));
+        }
+    }
+    while let Some(Reverse(Steps(s, node))) = heap.pop() {
+        if s > dist[node] {
+            continue;
+        }
+        for &(from, cost) in &into[node] {
+            let t = s + cost as f64;
+            if t < dist[from as usize] {
+                dist[from as usize] = t;
+                heap.push(Reverse(Steps(t, from as usize)));
+            }
+        }
+    }
+    let steps: Vec<f64> = at.iter().map(|&a| dist[a]).collect();
+    let mut finite = steps.iter().filter(|s| s.is_finite());
+    let first = *finite.next()?;
+    finite.any(|&s| s != first).then_some(steps)
+}
+
+/// Edges from every state to its nearest states within [`REACH`] median steps.
+fn jumps(
+    data: &Dataset,
+    states: &RowIndex,
+    at: &[usize],
+    next: &[Option<usize>],
+    edges: &mut Vec<(u32, u32, f32)>,
+) {
+    let d = states.width();
+    // Standardised by the observations' spread, so every dimension weighs alike.
+    let obs: Vec<f32> = at.iter().flat_map(|&a| states.row(a).to_vec()).collect();
+    let (mean, std) = stats::column_stats(&obs, d);
+    drop(obs);
+    let points: Vec<f32> = states
+        .rows()
+        .chunks(d)
+        .flat_map(|r| {
+            r.iter()
+                .zip(&mean)
+                .zip(&std)
+                .map(|((v, m), s)| (v - m) / s)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let point = |i: usize| &points[i * d..(i + 1) * d];
+    let lengths: Vec<f64> = (0..data.len())
+        .filter_map(|i| next[i].map(|j| distance2(point(at[i]), point(j)).sqrt() as f64))
+        .collect();
+    let step = stats::percentile(&lengths, 50.0) as f32;
+    if !(step > 0.0 && step.is_finite()) {
+        return;
+    }
+    let tree = KdTree::new(&points, d);
+    let radius2 = (REACH * step).powi(2);
+    let budget = (WORK / (states.len() * d).max(1)).clamp(NEIGHBOURS + 1, QUERY_BUDGET);
+    for a in 0..states.len() {
+        for (d2, b) in tree.nearest(point(a), NEIGHBOURS + 1, radius2, budget) {
+            if b != a {
+                edges.push((a as u32, b as u32, d2.sqrt() / step));
+            }
+        }
+    }
+}
+
+fn distance2(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
+}
+
+/// Steps to a reward and a state, ordered by the steps.
+#[derive(PartialEq)]
+struct Steps(f64, usize);
+
+impl Eq for Steps {}
+
+impl PartialOrd for Steps {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Steps {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dataset(obs: Vec<[f32; 2]>, next: Vec<[f32; 2]>, rewards: Vec<f32>) -> Dataset {
+        Dataset {
+            obs_shape: vec![2],
+            observations: obs.concat().into(),
+            next_observations: next.concat().into(),
+            terminals: rewards.iter().map(|&r| r > 0.0).collect(),
+            rewards,
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        }
+    }
+
+    /// A walker in a room split by a wall along x = 0 (a door at the top, y = 9): the
+    /// reward is at the bottom of the left side. The right side's bottom lies near the
+    /// reward in the plane, but its way goes up to the door and down again.
+    fn walled_room() -> Dataset {
+        let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+        let mut walk = |from: [f32; 2], to: [f32; 2], steps: usize, rewarded_at_end: bool| {
+            for s in 0..steps {
+                let f = |k: usize| {
+                    let t = k as f32 / steps as f32;
+                    [
+                        from[0] + t * (to[0] - from[0]),
+                        from[1] + t * (to[1] - from[1]),
+                    ]
+                };
+                obs.push(f(s));
+                next.push(f(s + 1));
+                rew.push(if rewarded_at_end && s + 1 == steps {
+                    1.0
+                } else {
+                    0.0
+                });
+            }
+        };
+        // Many passes so that states lie near one another: down the left side to the
+        // reward, up the right side to the door, through the door.
+        for k in 0..20 {
+            let x = 0.5 + 0.02 * k as f32;
+            walk([-x, 9.0], [-x, 0.0], 90, true);
+            walk([x, 0.0], [x, 9.0], 90, false);
+            walk([x, 9.0], [-x, 9.0], 20, false);
+        }
+        dataset(obs, next, rew)
+    }
+
+    #[test]
+    fn the_way_goes_round_the_wall() {
+        let data = walled_room();
+        let steps = fewest_steps(&data).unwrap();
+        let near = |x: f32, y: f32| {
+            (0..data.len())
+                .min_by(|&a, &b| {
+                    let d = |i: usize| {
+                        let o = data.obs(i);
+                        (o[0] - x).powi(2) + (o[1] - y).powi(2)
+                    };
+                    d(a).total_cmp(&d(b))
+                })
+                .unwrap()
+        };
+        let (left_bottom, right_bottom, right_top) =
+            (near(-0.6, 0.2), near(0.6, 0.2), near(0.6, 8.8));
+        assert!(steps[left_bottom] < 5.0, "{}", steps[left_bottom]);
+        // The right side's bottom is farther than its top: its way leads up to the door.
+        assert!(steps[right_bottom] > steps[right_top] + 50.0, "{steps:?}");
+        assert!(steps.iter().all(|s| s.is_finite()));
+    }
+
+    #[test]
+    fn recurring_states_join_without_jumps() {
+        // A corridor of cells 0..5 walked both ways, the reward on entering cell 0; cell
+        // 9 sits beside cell 0 in the plane but is only ever reached from cell 4.
+        let cell = |c: f32| [c, 0.0];
+        let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+        for _ in 0..3 {
+            for c in (1..5).rev() {
+                obs.push(cell(c as f32));
+                next.push(cell(c as f32 - 1.0));
+                rew.push(if c == 1 { 1.0 } else { 0.0 });
+            }
+            obs.push(cell(4.0));
+            next.push([0.0, 1.0]);
+            rew.push(0.0);
+            obs.push([0.0, 1.0]);
+            next.push(cell(4.0));
+            rew.push(0.0);
+        }
+        let data = dataset(obs, next, rew);
+        let steps = fewest_steps(&data).unwrap();
+        // Cell 4 is 3 steps from the rewarded step out of cell 1; the state beside cell 0
+        // is 4 (through cell 4), however near cell 0 it lies.
+        assert_eq!(steps[0], 3.0);
+        assert_eq!(steps[5], 4.0);
+    }
+
+    #[test]
+    fn no_reward_or_long_states_give_nothing() {
+        let mut data = walled_room();
+        data.rewards.iter_mut().for_each(|r| *r = 0.0);
+        assert!(fewest_steps(&data).is_none());
+        // The same walks with each state repeated to 66 values: too long for distances.
+        let data = walled_room();
+        let widen = |x: &[f32]| -> Vec<f32> { x.iter().flat_map(|&v| [v; 33]).collect() };
+        let wide = Dataset {
+            obs_shape: vec![66],
+            observations: widen(&data.observations.to_f32()).into(),
+            next_observations: widen(&data.next_observations.to_f32()).into(),
+            ..data
+        };
+        assert!(fewest_steps(&wide).is_none());
+    }
+}
