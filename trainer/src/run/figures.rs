@@ -266,7 +266,7 @@ pub fn report(
             checkpoints.last().map_or(0, |l| l.step),
             checkpoints.len(),
             if c.path_ranking.is_some() {
-                " and then ranks states best like the fewest steps to a reward through the data"
+                " and, of those, ranks states most like the fewest steps to a reward through the data"
             } else {
                 ""
             },

@@ -272,7 +272,7 @@ pub fn train(
                             checks_passed: t.passed(),
                             checks_failed: t.failed().count(),
                             path_ranking: t.value(trust::PATH_RANKING),
-                            trajectory_ranking: t.value("trajectory_ranking"),
+                            trajectory_ranking: t.value(trust::TRAJECTORY_RANKING),
                             chosen: false,
                         });
                         if best.as_ref().is_none_or(|(_, b, _)| t.merit() >= b.merit()) {

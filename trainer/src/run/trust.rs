@@ -90,6 +90,10 @@ impl fmt::Display for Trust {
 /// The check that ranks V against the fewest steps to a reward through the data.
 pub const PATH_RANKING: &str = "path_ranking";
 
+/// The check that ranks V against the steps to the next reward along the data's own
+/// trajectories.
+pub const TRAJECTORY_RANKING: &str = "trajectory_ranking";
+
 impl Trust {
     /// The value of the check named `name`, if it applies.
     pub fn value(&self, name: &str) -> Option<f64> {
@@ -108,7 +112,7 @@ impl Trust {
 /// Whether `a` is the better of two runs' V by the checks alone: [`Trust::merit`], then
 /// the better ranking of the data's rewarded trajectories.
 pub fn preferred(a: &Trust, b: &Trust) -> bool {
-    let ranking = |t: &Trust| t.value("trajectory_ranking").unwrap_or(f64::NEG_INFINITY);
+    let ranking = |t: &Trust| t.value(TRAJECTORY_RANKING).unwrap_or(f64::NEG_INFINITY);
     let key = |t: &Trust| {
         let (failed, path) = t.merit();
         (failed, path, ranking(t))
@@ -501,7 +505,7 @@ pub fn assess(e: &Evidence) -> Trust {
             _ => (rho, format!("at Spearman {rho:.2}")),
         };
         checks.push(check(
-            "trajectory_ranking",
+            TRAJECTORY_RANKING,
             corrected,
             0.3,
             corrected >= 0.3,
@@ -740,7 +744,7 @@ mod tests {
             .collect();
         let noise: Vec<f32> = (0..d.len()).map(|i| ((i * 7919) % 101) as f32).collect();
         let e = walker_evidence(&d, &labels, &values, &traced);
-        let ranking = |t: &Trust| named(t, "trajectory_ranking").unwrap();
+        let ranking = |t: &Trust| named(t, TRAJECTORY_RANKING).unwrap();
         let good = ranking(&assess(&e));
         assert!(
             raw < 0.3 && good.pass,
