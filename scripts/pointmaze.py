@@ -16,6 +16,9 @@ cells), saved beside the data as `<out>_truth.npy`.
     laq predict --model run/value.safetensors --data large.npz --out v.csv
     python3 scripts/pointmaze.py score large_truth.npy v.csv
 
+`score` takes any truth array with one value per row (`laq gen nav-branching --truth`
+writes V* so).
+
 `--heavy` doubles the joints' damping and halves the actuators' gear. docs/trust.md has
 the figures this data gave.
 """

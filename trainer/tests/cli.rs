@@ -517,9 +517,20 @@ fn nav_data_trains_with_the_convolutional_path() {
         "16",
         "--out",
         data.to_str().unwrap(),
+        "--truth",
     ]);
     let info = ok(&["inspect", data.to_str().unwrap()]);
     assert!(info.contains("16"), "{info}");
+    // V* of every transition, beside the data: the optimal value of its first pose.
+    let truth = std::fs::read(dir.path().join("nav_truth.npy")).unwrap();
+    let truth = laq::data::files::parse_npy(&truth).unwrap().to_f64();
+    let env = laq::envs::nav::Nav::branching().unwrap();
+    let poses = laq::envs::nav::load_poses(&data).unwrap();
+    assert_eq!(truth.len(), poses.len());
+    for (v, (p, _)) in truth.iter().zip(&poses) {
+        assert!((v - env.optimal_value(*p)).abs() < 1e-6, "{v}");
+    }
+    assert!(truth.iter().any(|&v| v > 0.0));
     let run = dir.path().join("run");
     ok(&[
         "train",

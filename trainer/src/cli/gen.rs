@@ -54,6 +54,12 @@ pub enum GenEnv {
         /// `.npz` or `.safetensors`.
         #[arg(long)]
         out: PathBuf,
+        /// Also write V* of every transition's first pose (the better goal's reward,
+        /// discounted by the fewest actions to it) to `OUT_truth.npy` beside the data, to
+        /// score a V learned from it (`python3 scripts/pointmaze.py score OUT_truth.npy
+        /// v.csv`).
+        #[arg(long)]
+        truth: bool,
     },
     /// The paper's 6x6 grid world with its sub-optimal behaviour policy.
     Gridworld {
@@ -126,6 +132,7 @@ pub fn run(env: GenEnv) -> Result<()> {
             frames,
             seed,
             out,
+            truth,
         } => {
             let cfg = GenConfig {
                 episodes,
@@ -133,7 +140,14 @@ pub fn run(env: GenEnv) -> Result<()> {
                 frames,
                 ..Default::default()
             };
-            let data = Nav::branching()?.generate(&cfg, seed)?;
+            let env = Nav::branching()?;
+            let data = env.generate(&cfg, seed)?;
+            let optimal: Option<Vec<f32>> = truth.then(|| {
+                data.optimal_values(&env)
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect()
+            });
             for kind in Kind::ALL {
                 let eps: Vec<_> = data.episodes.iter().filter(|e| e.kind == kind).collect();
                 let at = |g: Option<Goal>| eps.iter().filter(|e| e.goal == g).count();
@@ -153,6 +167,13 @@ pub fn run(env: GenEnv) -> Result<()> {
                 "wrote {n} transitions of {shape:?} u8 frames from {episodes} episodes to {}",
                 out.display()
             );
+            if let Some(v) = optimal {
+                let stem = out.file_stem().unwrap_or_default().to_string_lossy();
+                let path = out.with_file_name(format!("{stem}_truth.npy"));
+                let array = crate::data::RawArray::from_f32(vec![n], &v);
+                crate::util::io::write_atomic(&path, &crate::data::files::npy_bytes(&array))?;
+                log::info!("wrote V* of every transition to {}", path.display());
+            }
         }
     }
     Ok(())
