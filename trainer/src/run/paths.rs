@@ -10,7 +10,7 @@
 //! crosses a wall, and a wall is wider than a jump), and ranks states much like the
 //! true shortest way on every maze measured (docs/trust.md).
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::data::dedup::RowIndex;
@@ -83,7 +83,8 @@ pub fn fewest_steps(data: &Dataset) -> Option<Vec<f64>> {
     if 2 * m > n {
         jumps(data, &states, &at, &next, &mut edges);
     }
-    // Dijkstra from the rewarded states backwards along the edges.
+    // Dijkstra from the rewarded states backwards along the edges; steps are
+    // non-negative, and the bits of non-negative floats order like the floats.
     let mut into = vec![vec![]; m];
     for &(from, to, cost) in &edges {
         into[to as usize].push((from, cost));
@@ -93,10 +94,11 @@ pub fn fewest_steps(data: &Dataset) -> Option<Vec<f64>> {
     for i in 0..n {
         if data.rewards[i] > 0.0 && dist[at[i]] > 0.0 {
             dist[at[i]] = 0.0;
-            heap.push(Reverse(Steps(0.0, at[i])));
+            heap.push(Reverse((0f64.to_bits(), at[i])));
         }
     }
-    while let Some(Reverse(Steps(s, node))) = heap.pop() {
+    while let Some(Reverse((bits, node))) = heap.pop() {
+        let s = f64::from_bits(bits);
         if s > dist[node] {
             continue;
         }
@@ -104,7 +106,7 @@ pub fn fewest_steps(data: &Dataset) -> Option<Vec<f64>> {
             let t = s + cost as f64;
             if t < dist[from as usize] {
                 dist[from as usize] = t;
-                heap.push(Reverse(Steps(t, from as usize)));
+                heap.push(Reverse((t.to_bits(), from as usize)));
             }
         }
     }
@@ -160,24 +162,6 @@ fn jumps(
 
 fn distance2(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
-}
-
-/// Steps to a reward and a state, ordered by the steps.
-#[derive(PartialEq)]
-struct Steps(f64, usize);
-
-impl Eq for Steps {}
-
-impl PartialOrd for Steps {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Steps {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! Nearest neighbours among points of a few dimensions: a k-d tree with a search radius
 //! and a bound on the work of each query.
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 /// Points of `dim` values in a k-d tree (the median of the widest coordinate splits
@@ -25,25 +24,6 @@ pub struct KdTree<'a> {
     order: Vec<u32>,
     /// The coordinate that splits the node at each position of `order`.
     split: Vec<u8>,
-}
-
-/// A candidate neighbour, ordered by squared distance (the heap keeps the farthest on
-/// top).
-#[derive(PartialEq)]
-struct Near(f32, u32);
-
-impl Eq for Near {}
-
-impl PartialOrd for Near {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Near {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
-    }
 }
 
 impl<'a> KdTree<'a> {
@@ -105,6 +85,8 @@ impl<'a> KdTree<'a> {
         radius2: f32,
         budget: usize,
     ) -> Vec<(f32, usize)> {
+        // The farthest candidate on top: squared distances are non-negative, and the bits
+        // of non-negative floats order like the floats.
         let mut heap = BinaryHeap::with_capacity(k + 1);
         let mut work = budget;
         if k > 0 && self.dim > 0 {
@@ -112,7 +94,7 @@ impl<'a> KdTree<'a> {
         }
         heap.into_sorted_vec()
             .into_iter()
-            .map(|Near(d, i)| (d, i as usize))
+            .map(|(bits, i)| (f32::from_bits(bits), i as usize))
             .collect()
     }
 
@@ -124,7 +106,7 @@ impl<'a> KdTree<'a> {
         radius2: f32,
         lo: usize,
         hi: usize,
-        heap: &mut BinaryHeap<Near>,
+        heap: &mut BinaryHeap<(u32, u32)>,
         work: &mut usize,
     ) {
         if lo >= hi || *work == 0 {
@@ -139,12 +121,12 @@ impl<'a> KdTree<'a> {
             .zip(query)
             .map(|(a, b)| (a - b) * (a - b))
             .sum();
-        let bound = |heap: &BinaryHeap<Near>| match heap.peek() {
-            Some(far) if heap.len() == k => far.0.min(radius2),
+        let bound = |heap: &BinaryHeap<(u32, u32)>| match heap.peek() {
+            Some(&(far, _)) if heap.len() == k => f32::from_bits(far).min(radius2),
             _ => radius2,
         };
         if d2 <= bound(heap) {
-            heap.push(Near(d2, node));
+            heap.push((d2.to_bits(), node));
             if heap.len() > k {
                 heap.pop();
             }
