@@ -73,22 +73,21 @@ pub fn fewest_steps(data: &Dataset) -> Option<Vec<f64>> {
         .map(|i| (!missing(i)).then(|| states.insert(&data.next_obs_row(i))))
         .collect();
     let m = states.len();
-    // Forward edges `(from, to, cost)`: `from` is at most `cost` plus `to`'s steps away.
-    let mut edges: Vec<(u32, u32, f32)> = (0..n)
-        .filter(|&i| !data.terminals[i])
-        .filter_map(|i| next[i].map(|j| (at[i] as u32, j as u32, 1.0)))
-        .collect();
+    // For each state, the states that reach it and at what cost: `(from, cost)` in
+    // `into[to]` says `from` is at most `cost` plus `to`'s steps away.
+    let mut into: Vec<Vec<(u32, f32)>> = vec![vec![]; m];
+    for i in (0..n).filter(|&i| !data.terminals[i]) {
+        if let Some(j) = next[i] {
+            into[j].push((at[i] as u32, 1.0));
+        }
+    }
     // States that recur join trajectories by themselves (a grid world's cells): near
     // states there are other cells, maybe behind a wall, never the same place.
     if 2 * m > n {
-        jumps(data, &states, &at, &next, &mut edges);
+        jumps(data, &states, &at, &next, &mut into);
     }
     // Dijkstra from the rewarded states backwards along the edges; steps are
     // non-negative, and the bits of non-negative floats order like the floats.
-    let mut into = vec![vec![]; m];
-    for &(from, to, cost) in &edges {
-        into[to as usize].push((from, cost));
-    }
     let mut dist = vec![f64::INFINITY; m];
     let mut heap = BinaryHeap::new();
     for i in 0..n {
@@ -122,13 +121,11 @@ fn jumps(
     states: &RowIndex,
     at: &[usize],
     next: &[Option<usize>],
-    edges: &mut Vec<(u32, u32, f32)>,
+    into: &mut [Vec<(u32, f32)>],
 ) {
     let d = states.width();
     // Standardised by the observations' spread, so every dimension weighs alike.
-    let obs: Vec<f32> = at.iter().flat_map(|&a| states.row(a).to_vec()).collect();
-    let (mean, std) = stats::column_stats(&obs, d);
-    drop(obs);
+    let (mean, std) = stats::column_stats(&data.observations.to_f32(), d);
     let points: Vec<f32> = states
         .rows()
         .chunks(d)
@@ -154,7 +151,7 @@ fn jumps(
     for a in 0..states.len() {
         for (d2, b) in tree.nearest(point(a), NEIGHBOURS + 1, radius2, budget) {
             if b != a {
-                edges.push((a as u32, b as u32, d2.sqrt() / step));
+                into[b].push((a as u32, d2.sqrt() / step));
             }
         }
     }
