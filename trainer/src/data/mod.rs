@@ -6,6 +6,7 @@ pub mod dedup;
 pub mod files;
 pub mod import;
 pub mod observations;
+pub mod paths;
 pub mod read;
 
 #[cfg(test)]

@@ -41,6 +41,12 @@ pub struct TrainConfig {
     /// from its own maximum (docs/trust.md, "Across members", has the evidence).
     #[serde(default = "yes")]
     pub cross_bootstrap: bool,
+    /// Deep Q-learning with lambda-return targets: each bootstrap is at most what the
+    /// ways through the data allow ([`crate::stages::qlearn::path_bound`]; states of at
+    /// most 64 values, not images). A run directory written without this key repeats
+    /// without it (docs/trust.md, "Bounded by the data's ways", has the evidence).
+    #[serde(default)]
+    pub path_bound: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -87,6 +93,7 @@ impl Default for TrainConfig {
             ensemble: 1,
             second_seed: true,
             cross_bootstrap: true,
+            path_bound: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),

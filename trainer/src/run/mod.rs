@@ -6,7 +6,6 @@ pub mod config;
 pub mod dir;
 pub mod figures;
 pub mod launch;
-pub mod paths;
 pub mod plot;
 pub mod record;
 pub mod train;

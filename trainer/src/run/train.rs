@@ -3,7 +3,7 @@
 use super::config::{TrainConfig, ValueHead};
 use super::record::Candidate;
 use super::trust::{self, Evidence, Trust};
-use crate::data::Dataset;
+use crate::data::{paths, Dataset};
 use crate::export::ValueModel;
 use crate::stages::checkpoint::{Checkpointer, State};
 use crate::stages::labels::{self, Labelled};
@@ -181,12 +181,20 @@ pub fn train(
         variant => {
             let name = variant.name();
             let probe = probe_states(qdata);
+            let traced = trust::Traced::of(data);
+            let bound = match (&subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
+                (_, false) => None,
+                (None, true) => traced.paths.clone(),
+                (Some(d), true) => paths::fewest_steps(d),
+            }
+            .map(|steps| bootstrap_bound(qdata, &steps, cfg));
             let inputs = DqnInputs {
                 data: qdata,
                 labels: &qlabels,
                 num_actions: qk,
                 variant,
                 probe: Some(&probe),
+                bound: bound.as_deref(),
             };
             let members = match (cfg.ensemble, cfg.second_seed) {
                 (0, _) => anyhow::bail!("`ensemble` must be at least 1"),
@@ -214,7 +222,6 @@ pub fn train(
             let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
             let returns = trust::data_returns(data, cfg.dqn.gamma);
             let shown_near_max = trust::shown_near_max(&returns, max_return);
-            let traced = trust::Traced::of(data);
             let judge = |values: &[f32],
                          pair: Option<(&[f32], &[f32])>,
                          judged: &[usize],
@@ -491,6 +498,19 @@ fn probe_states(data: &Dataset) -> Vec<f32> {
         .step_by((data.len() / PROBE_STATES).max(1))
         .flat_map(|i| data.obs_row(i).into_owned())
         .collect()
+}
+
+/// The most each bootstrap of deep Q-learning on `qdata` may be, from its ways through
+/// the data ([`qlearn::path_bound`]).
+fn bootstrap_bound(qdata: &Dataset, steps: &paths::Steps, cfg: &TrainConfig) -> Vec<f32> {
+    let with_way = steps.next.iter().filter(|k| k.is_finite()).count();
+    log::info!(
+        "bootstraps bounded by the ways through the data ({with_way} of {} next states have \
+         one)",
+        steps.next.len()
+    );
+    let max_return = qlearn::return_bounds(qdata, cfg.dqn.gamma).1;
+    qlearn::path_bound(&steps.next, cfg.dqn.gamma, max_return)
 }
 
 /// The seed of Q-function `j` of a run: the run's own seed for the first.
@@ -882,6 +902,8 @@ mod tests {
         // as they were at the chosen checkpoint.
         let all: Vec<usize> = (0..data.len()).collect();
         let probe = probe_states(&data);
+        let bound = paths::fewest_steps(&data).map(|s| bootstrap_bound(&data, &s, &cfg));
+        assert!(bound.is_some(), "the maze's data show ways to the reward");
         let members: Vec<Vec<f32>> = (0..4)
             .map(|j| {
                 let inputs = DqnInputs {
@@ -890,6 +912,7 @@ mod tests {
                     num_actions: trained.labelled.num_actions,
                     variant: QKind::Dqn,
                     probe: Some(&probe),
+                    bound: bound.as_deref(),
                 };
                 let seed = member_seed(cfg.seed, j);
                 let net = qlearn::dqn(&inputs, &cfg.dqn, seed, &device, None).unwrap();

@@ -6,7 +6,7 @@
 //! (docs/trust.md has the table of verdicts against Spearman with the ground truth); the
 //! verdict is `trusted` only when every check that applies passes.
 
-use super::paths;
+use crate::data::paths;
 use crate::data::Dataset;
 use crate::util::stats;
 use serde::{Deserialize, Serialize};
@@ -301,7 +301,7 @@ pub struct Traced {
     pub reliability: Option<f64>,
     /// The fewest steps from each row to a reward through the data
     /// ([`paths::fewest_steps`]).
-    pub paths: Option<Vec<f64>>,
+    pub paths: Option<paths::Steps>,
 }
 
 impl Traced {
@@ -326,7 +326,7 @@ impl Traced {
     /// assert!(t.reliability.is_none());
     /// // The fewest steps through the data: the same, along the one trajectory (jumps
     /// // between near states cost their distance in median steps, here as much as a step).
-    /// let paths: Vec<f64> = t.paths.unwrap().iter().map(|s| (s * 1e4).round() / 1e4).collect();
+    /// let paths: Vec<f64> = t.paths.unwrap().state.iter().map(|s| (s * 1e4).round() / 1e4).collect();
     /// assert_eq!(paths, [3.0, 2.0, 1.0, 0.0]);
     /// ```
     pub fn of(data: &Dataset) -> Self {
@@ -520,6 +520,7 @@ pub fn assess(e: &Evidence) -> Trust {
     }
     if let Some(steps) = &e.traced.paths {
         let (v, k): (Vec<f64>, Vec<f64>) = steps
+            .state
             .iter()
             .zip(e.values)
             .filter(|(s, _)| s.is_finite())
@@ -769,7 +770,7 @@ mod tests {
     fn path_ranking_sees_value_where_the_data_never_went_fast() {
         let d = wandering();
         let traced = Traced::of(&d);
-        let steps = traced.paths.as_ref().unwrap();
+        let steps = &traced.paths.as_ref().unwrap().state;
         for (i, &k) in steps.iter().enumerate() {
             // The reward comes with the step onto 20: from 19 or 21 it is 0 steps away,
             // from 20 itself 1 (a step off and the rewarded one back).

@@ -187,6 +187,7 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             num_actions: l.num_actions,
             variant: q,
             probe: Some(&probe),
+            bound: None,
         };
         let net = qlearn::dqn(&inputs, &cfg.dqn, seed, device, None)?;
         let checkpoints = net

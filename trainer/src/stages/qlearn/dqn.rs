@@ -22,6 +22,9 @@ pub struct DqnInputs<'a> {
     /// Raw states whose V is recorded, and the networks kept, at `cfg.checkpoints` evenly
     /// spaced steps (for model selection).
     pub probe: Option<&'a [f32]>,
+    /// The most each transition's next state can be worth ([`path_bound`]): with
+    /// lambda-return targets, every bootstrap is clipped to it.
+    pub bound: Option<&'a [f32]>,
 }
 
 /// Running sums and snapshot steps, as a checkpoint keeps them.
@@ -91,6 +94,7 @@ pub fn dqn_group(
         num_actions,
         variant,
         probe,
+        bound,
     } = *inputs;
     if !matches!(variant, QKind::Dqn | QKind::Bcq | QKind::Cql | QKind::Iql) {
         bail!("deep Q-learning variant must be dqn, bcq, cql or iql");
@@ -106,6 +110,9 @@ pub fn dqn_group(
     }
     check_labels(labels, num_actions, data.len())?;
     let n = data.len();
+    if bound.is_some_and(|b| b.len() != n) {
+        bail!("a bound for each of the {n} transitions is needed");
+    }
     let image = if cfg.arch.is_conv(&data.obs_shape)? {
         Some(ImageShape::new(&data.obs_shape, cfg.conv.channels.len())?)
     } else {
@@ -210,8 +217,14 @@ pub fn dqn_group(
                 let next = network(&members[(m + 1) % g].target);
                 bootstrap_values(&own, Some(&next), &inputs, device)?
             };
-            members[m].targets =
-                t.returns(data, &boot, cfg.gamma as f32, cfg.lambda as f32, (lo, hi));
+            members[m].targets = t.returns(
+                data,
+                &boot,
+                bound,
+                cfg.gamma as f32,
+                cfg.lambda as f32,
+                (lo, hi),
+            );
         }
         Ok(())
     };
@@ -376,11 +389,12 @@ impl Traces {
     /// Lambda-returns of every transition: G_i = r_i + gamma * [(1 - lambda) B_i +
     /// lambda G_{i+1}] along the data's trajectories, G_i = r_i + gamma B_i where a
     /// trajectory breaks, r_i at a terminal; `boot` holds B_i, the value of row i's next
-    /// observation. Each G is clamped to the possible returns.
+    /// observation, clipped to `bound`. Each G is clamped to the possible returns.
     fn returns(
         &self,
         data: &Dataset,
         boot: &[f32],
+        bound: Option<&[f32]>,
         gamma: f32,
         lambda: f32,
         (lo, hi): (f32, f32),
@@ -388,6 +402,7 @@ impl Traces {
         let n = data.len();
         let mut g = vec![0f32; n];
         for i in (0..n).rev() {
+            let b = bound.map_or(boot[i], |u| boot[i].min(u[i]));
             let tail = if data.terminals[i] {
                 0.0
             } else if self.continues[i] {
@@ -395,9 +410,9 @@ impl Traces {
                 // realised return is a lower bound of what the state is worth, and a
                 // behaviour that wanders off a reward must not drag V below the best
                 // action's value.
-                (1.0 - lambda) * boot[i] + lambda * boot[i].max(g[i + 1])
+                (1.0 - lambda) * b + lambda * b.max(g[i + 1])
             } else {
-                boot[i]
+                b
             };
             g[i] = (data.rewards[i] + gamma * tail).clamp(lo, hi);
         }
@@ -614,7 +629,7 @@ mod tests {
         let t = Traces::of(&d);
         assert_eq!(t.continues, [true, true, false, true, false]);
         let boot = [0.5, 0.25, 7.0, 0.5, 0.5];
-        let g = t.returns(&d, &boot, 0.5, 0.5, (0.0, 1.0));
+        let g = t.returns(&d, &boot, None, 0.5, 0.5, (0.0, 1.0));
         // G2 = 1 (terminal). G1: the data's continuation (1) beats the bootstrap (0.25):
         // 0.5 * (0.5 * 0.25 + 0.5 * 1). G0: the bootstrap (0.5) beats G1 (0.3125):
         // 0.5 * (0.5 * 0.5 + 0.5 * 0.5).
@@ -627,7 +642,15 @@ mod tests {
             "{g:?}"
         );
         // With lambda 0 the targets are one-step.
-        let one = t.returns(&d, &boot, 0.5, 0.0, (0.0, 1.0));
+        let one = t.returns(&d, &boot, None, 0.5, 0.0, (0.0, 1.0));
         assert!((one[0] - 0.25).abs() < 1e-6 && (one[1] - 0.125).abs() < 1e-6);
+        // A bound clips each bootstrap, never the data's own continuation: G0's bootstrap
+        // 0.5 -> 0.1 leaves G1 (0.3125) the better, 0.5 * (0.5 * 0.1 + 0.5 * 0.3125); G4
+        // bootstraps from 0.2 alone.
+        let bound = [0.1, 1.0, 0.0, 1.0, 0.2];
+        let b = t.returns(&d, &boot, Some(&bound), 0.5, 0.5, (0.0, 1.0));
+        assert!((b[0] - 0.103125).abs() < 1e-6, "{b:?}");
+        assert_eq!((b[1], b[2]), (g[1], g[2]));
+        assert!((b[4] - 0.1).abs() < 1e-6, "{b:?}");
     }
 }

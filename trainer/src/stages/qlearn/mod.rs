@@ -188,6 +188,34 @@ pub fn return_bounds(data: &Dataset, gamma: f64) -> (f32, f32) {
     }
 }
 
+/// The most each transition's next state can be worth by the ways the data shows
+/// ([`DqnInputs::bound`]): the largest return (`max_return`) discounted by the fewest steps from the next
+/// state to a positive reward through the data (`steps.next` of
+/// [`crate::data::paths::fewest_steps`]); 0 where the data shows no way (no positive
+/// reward ahead). Offline Q-learning can only chain what the data shows,
+/// so a bootstrap above it is value that leaked in through the network's smoothness
+/// (through a wall, say), which the maximum over labels would keep and pass on, target
+/// copy after copy (docs/trust.md, "Bounded by the data's ways").
+///
+/// ```
+/// use laq::stages::qlearn::path_bound;
+///
+/// let steps = [0.0, 10.0, f64::INFINITY];
+/// let b = path_bound(&steps, 0.9, 1.0);
+/// assert_eq!(b[0], 1.0);
+/// assert!((b[1] - 0.9f32.powi(10)).abs() < 1e-6);
+/// assert_eq!(b[2], 0.0);
+/// ```
+pub fn path_bound(next_steps: &[f64], gamma: f64, max_return: f32) -> Vec<f32> {
+    next_steps
+        .iter()
+        .map(|&k| match k.is_finite() {
+            true => (max_return as f64 * gamma.powf(k)) as f32,
+            false => 0.0,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +238,7 @@ mod tests {
             num_actions,
             variant,
             probe,
+            bound: None,
         };
         dqn(&inputs, cfg, seed, device, None)
     }
@@ -332,6 +361,7 @@ mod tests {
             num_actions: 8,
             variant: QKind::Dqn,
             probe: None,
+            bound: None,
         };
         let probe: Vec<f32> = (0..36)
             .flat_map(|s| [(s / 6) as f32, (s % 6) as f32])

@@ -35,11 +35,21 @@ const WORK: usize = 4_000_000_000;
 /// distinct states would fill the memory.
 pub const MAX_STATE_LEN: usize = 64;
 
-/// For each row, the fewest steps from its state to a rewarded transition through the
-/// data (module docs); infinite where the data shows no way. `None` for images and
-/// states longer than [`MAX_STATE_LEN`] (no distance between frames means nearness),
-/// for data without a positive reward, or where every state with a way is as far as
-/// every other (nothing to rank).
+/// The fewest steps to a rewarded transition through the data, from each row's state and
+/// from its next state (module docs); infinite where the data shows no way, and for a
+/// next state the source did not hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Steps {
+    /// From row `i`'s state.
+    pub state: Vec<f64>,
+    /// From row `i`'s next state.
+    pub next: Vec<f64>,
+}
+
+/// The fewest steps from every row's state and next state to a rewarded transition
+/// through the data. `None` for images and states longer than [`MAX_STATE_LEN`] (no
+/// distance between frames means nearness), for data without a positive reward, or
+/// where every state with a way is as far as every other (nothing to rank).
 ///
 /// ```
 /// use laq::data::Dataset;
@@ -55,12 +65,14 @@ pub const MAX_STATE_LEN: usize = 64;
 ///     next_missing: None,
 ///     actions: None,
 /// };
-/// let steps = laq::run::paths::fewest_steps(&d).unwrap();
-/// let steps: Vec<f64> = steps.iter().map(|s| (s * 1e4).round() / 1e4).collect();
+/// let steps = laq::data::paths::fewest_steps(&d).unwrap();
+/// let round = |s: &[f64]| -> Vec<f64> { s.iter().map(|s| (s * 1e4).round() / 1e4).collect() };
 /// // From 4 the way goes on to 3, then jumps to the near state 2 (one median step).
-/// assert_eq!(steps, [2.0, 1.0, 0.0, 3.0, 2.0]);
+/// assert_eq!(round(&steps.state), [2.0, 1.0, 0.0, 3.0, 2.0]);
+/// // The terminal state 3 leads nowhere by itself: it jumps to 2, as from 4.
+/// assert_eq!(round(&steps.next), [1.0, 0.0, 1.0, 2.0, 1.0]);
 /// ```
-pub fn fewest_steps(data: &Dataset) -> Option<Vec<f64>> {
+pub fn fewest_steps(data: &Dataset) -> Option<Steps> {
     let n = data.len();
     let d = data.obs_dim();
     if data.is_image() || d == 0 || d > MAX_STATE_LEN || !data.rewards.iter().any(|&r| r > 0.0) {
@@ -109,10 +121,16 @@ pub fn fewest_steps(data: &Dataset) -> Option<Vec<f64>> {
             }
         }
     }
-    let steps: Vec<f64> = at.iter().map(|&a| dist[a]).collect();
-    let mut finite = steps.iter().filter(|s| s.is_finite());
+    let state: Vec<f64> = at.iter().map(|&a| dist[a]).collect();
+    let mut finite = state.iter().filter(|s| s.is_finite());
     let first = *finite.next()?;
-    finite.any(|&s| s != first).then_some(steps)
+    finite.any(|&s| s != first).then(|| Steps {
+        next: next
+            .iter()
+            .map(|j| j.map_or(f64::INFINITY, |j| dist[j]))
+            .collect(),
+        state,
+    })
 }
 
 /// Edges from every state to its nearest states within [`REACH`] median steps.
@@ -215,7 +233,7 @@ mod tests {
     #[test]
     fn the_way_goes_round_the_wall() {
         let data = walled_room();
-        let steps = fewest_steps(&data).unwrap();
+        let steps = fewest_steps(&data).unwrap().state;
         let near = |x: f32, y: f32| {
             (0..data.len())
                 .min_by(|&a, &b| {
@@ -255,7 +273,7 @@ mod tests {
             rew.push(0.0);
         }
         let data = dataset(obs, next, rew);
-        let steps = fewest_steps(&data).unwrap();
+        let steps = fewest_steps(&data).unwrap().state;
         // Cell 4 is 3 steps from the rewarded step out of cell 1; the state beside cell 0
         // is 4 (through cell 4), however near cell 0 it lies.
         assert_eq!(steps[0], 3.0);
