@@ -181,6 +181,7 @@ pub fn train(
         variant => {
             let name = variant.name();
             let probe = probe_states(qdata);
+            // The data's ways: evidence for the trust checks, and the bound of Q-learning.
             let traced = trust::Traced::of(data);
             let bound = match (&subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
                 (_, false) => None,
@@ -188,6 +189,8 @@ pub fn train(
                 (Some(d), true) => paths::fewest_steps(d),
             }
             .map(|steps| bootstrap_bound(qdata, &steps, cfg));
+            timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
+            let t = Instant::now();
             let inputs = DqnInputs {
                 data: qdata,
                 labels: &qlabels,
