@@ -310,3 +310,18 @@ fn merge(base: &mut toml::Table, user: toml::Table, at: &str) -> Result<()> {
 
 /// Settings that may be absent from `laq config default` because they are unset.
 const OPTIONAL: [&str; 1] = ["top_actions"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run directory's `config.toml` from before `path_bound` existed repeats without
+    /// the bound; new runs have it.
+    #[test]
+    fn a_config_without_the_bound_repeats_without_it() {
+        let text = toml::to_string(&TrainConfig::default()).unwrap();
+        assert!(text.contains("path_bound = true\n"), "{text}");
+        let old: TrainConfig = toml::from_str(&text.replace("path_bound = true\n", "")).unwrap();
+        assert!(!old.path_bound);
+    }
+}
