@@ -185,10 +185,12 @@ pub fn train(
             let traced = trust::Traced::of(data);
             let bound = match (&subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
                 (_, false) => None,
-                (None, true) => traced.paths.clone(),
-                (Some(d), true) => paths::fewest_steps(d),
-            }
-            .map(|steps| bootstrap_bound(qdata, &steps, cfg));
+                (None, true) => traced
+                    .paths
+                    .as_ref()
+                    .map(|s| bootstrap_bound(qdata, s, cfg)),
+                (Some(d), true) => paths::fewest_steps(d).map(|s| bootstrap_bound(qdata, &s, cfg)),
+            };
             timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
             let t = Instant::now();
             let inputs = DqnInputs {

@@ -189,13 +189,13 @@ pub fn return_bounds(data: &Dataset, gamma: f64) -> (f32, f32) {
 }
 
 /// The most each transition's next state can be worth by the ways the data shows
-/// ([`DqnInputs::bound`]): the largest return (`max_return`) discounted by the fewest steps from the next
-/// state to a positive reward through the data (`steps.next` of
+/// ([`DqnInputs::bound`]): the largest return (`max_return`) discounted by the fewest
+/// steps from the next state to a positive reward through the data (`steps.next` of
 /// [`crate::data::paths::fewest_steps`]); 0 where the data shows no way (no positive
-/// reward ahead). Offline Q-learning can only chain what the data shows,
-/// so a bootstrap above it is value that leaked in through the network's smoothness
-/// (through a wall, say), which the maximum over labels would keep and pass on, target
-/// copy after copy (docs/trust.md, "Bounded by the data's ways").
+/// reward ahead). Offline Q-learning can only chain what the data shows, so a bootstrap
+/// above it is value that leaked in through the network's smoothness (through a wall,
+/// say), which the maximum over labels would keep and pass on, target copy after copy
+/// (docs/trust.md, "Bounded by the data's ways").
 ///
 /// ```
 /// use laq::stages::qlearn::path_bound;
