@@ -4,11 +4,12 @@
 //! Each of the data's transitions is a step from its state to its next state; where
 //! states recur, trajectories meet at them; where they never recur (continuous states),
 //! a state may continue from any of its [`NEIGHBOURS`] nearest states within [`REACH`]
-//! median steps, at the cost of the distance in median steps. The fewest steps from a
-//! state to a rewarded transition over that graph is the shortest way the data shows,
-//! stitched from many trajectories: it follows corridors and walls (no transition
-//! crosses a wall, and a wall is wider than a jump), and ranks states much like the
-//! true shortest way on every maze measured (docs/trust.md).
+//! median steps, and every step and jump costs its length at the data's fast pace
+//! ([`PACE`]; a transition at most one step). The fewest steps from a state to a rewarded
+//! transition over that graph is the shortest way the data shows, stitched from many
+//! trajectories: it follows corridors and walls (no transition crosses a wall, and a
+//! wall is wider than a jump), and ranks states much like the true shortest way on every
+//! maze measured (docs/trust.md).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -24,6 +25,15 @@ pub const NEIGHBOURS: usize = 10;
 /// How far a state may jump to a near one, in median steps of the data (standardised
 /// Euclidean distance).
 pub const REACH: f32 = 2.0;
+
+/// The data's fast pace by default (`ways_pace` in `config.toml`), as a percentile of the
+/// lengths of its transitions (standardised Euclidean distance): with continuous states a
+/// step of the ways costs its length at that pace, at most one. A controller better than
+/// the data's could cover the same ways at the pace the data shows it can move, not at the
+/// pace of whichever controller happened to wander there (slowly turning round, say); the
+/// highest lengths are left out, as a collision's rebound can be many times longer than
+/// any step the body takes by itself.
+pub const PACE: f64 = 95.0;
 
 /// Distance evaluations per nearest-state query at most, and in all (times the state's
 /// length): a second or two of arithmetic.
@@ -47,7 +57,9 @@ pub struct Steps {
 }
 
 /// The fewest steps from every row's state and next state to a rewarded transition
-/// through the data. `None` for images and states longer than [`MAX_STATE_LEN`] (no
+/// through the data; where states never recur, with a `pace` (a percentile, such as
+/// [`PACE`]) each step and jump costs its length at the data's pace, without one each
+/// transition is a step and each jump its length in median steps. `None` for images and states longer than [`MAX_STATE_LEN`] (no
 /// distance between frames means nearness), for data without a positive reward, or
 /// where every state with a way is as far as every other (nothing to rank).
 ///
@@ -65,14 +77,14 @@ pub struct Steps {
 ///     next_missing: None,
 ///     actions: None,
 /// };
-/// let steps = laq::data::paths::fewest_steps(&d).unwrap();
+/// let steps = laq::data::paths::fewest_steps(&d, Some(laq::data::paths::PACE)).unwrap();
 /// let round = |s: &[f64]| -> Vec<f64> { s.iter().map(|s| (s * 1e4).round() / 1e4).collect() };
-/// // From 4 the way goes on to 3, then jumps to the near state 2 (one median step).
+/// // From 4 the way goes on to 3, then jumps to the near state 2 (as long as a step).
 /// assert_eq!(round(&steps.state), [2.0, 1.0, 0.0, 3.0, 2.0]);
 /// // The terminal state 3 leads nowhere by itself: it jumps to 2, as from 4.
 /// assert_eq!(round(&steps.next), [1.0, 0.0, 1.0, 2.0, 1.0]);
 /// ```
-pub fn fewest_steps(data: &Dataset) -> Option<Steps> {
+pub fn fewest_steps(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
     let n = data.len();
     let d = data.obs_dim();
     if data.is_image() || d == 0 || d > MAX_STATE_LEN || !data.rewards.iter().any(|&r| r > 0.0) {
@@ -88,15 +100,18 @@ pub fn fewest_steps(data: &Dataset) -> Option<Steps> {
     // For each state, the states that reach it and at what cost: `(from, cost)` in
     // `into[to]` says `from` is at most `cost` plus `to`'s steps away.
     let mut into: Vec<Vec<(u32, f32)>> = vec![vec![]; m];
+    // States that recur join trajectories by themselves (a grid world's cells): near
+    // states there are other cells, maybe behind a wall, never the same place; there
+    // every transition is one step.
+    let costs = match 2 * m > n {
+        true => jumps(data, &states, &at, &next, pace, &mut into),
+        false => None,
+    };
     for i in (0..n).filter(|&i| !data.terminals[i]) {
         if let Some(j) = next[i] {
-            into[j].push((at[i] as u32, 1.0));
+            let cost = costs.as_ref().map_or(1.0, |c| c[i]);
+            into[j].push((at[i] as u32, cost));
         }
-    }
-    // States that recur join trajectories by themselves (a grid world's cells): near
-    // states there are other cells, maybe behind a wall, never the same place.
-    if 2 * m > n {
-        jumps(data, &states, &at, &next, &mut into);
     }
     // Dijkstra from the rewarded states backwards along the edges; steps are
     // non-negative, and the bits of non-negative floats order like the floats.
@@ -133,14 +148,18 @@ pub fn fewest_steps(data: &Dataset) -> Option<Steps> {
     })
 }
 
-/// Edges from every state to its nearest states within [`REACH`] median steps.
+/// Edges from every state to its nearest states within [`REACH`] median steps, each
+/// costing its length at the data's `pace` (in median steps without one); returns what
+/// each row's own transition costs at that pace (its length, at most one step), or `None`
+/// without a pace or where the data's transitions have no length (each costs a step).
 fn jumps(
     data: &Dataset,
     states: &RowIndex,
     at: &[usize],
     next: &[Option<usize>],
+    pace: Option<f64>,
     into: &mut [Vec<(u32, f32)>],
-) {
+) -> Option<Vec<f32>> {
     let d = states.width();
     // Standardised by the observations' spread, so every dimension weighs alike.
     let (mean, std) = stats::column_stats(&data.observations.to_f32(), d);
@@ -156,12 +175,14 @@ fn jumps(
         })
         .collect();
     let point = |i: usize| &points[i * d..(i + 1) * d];
-    let lengths: Vec<f64> = (0..data.len())
-        .filter_map(|i| next[i].map(|j| distance2(point(at[i]), point(j)).sqrt() as f64))
+    let length: Vec<Option<f32>> = (0..data.len())
+        .map(|i| next[i].map(|j| distance2(point(at[i]), point(j)).sqrt()))
         .collect();
+    let lengths: Vec<f64> = length.iter().flatten().map(|&l| l as f64).collect();
     let step = stats::percentile(&lengths, 50.0) as f32;
-    if !(step > 0.0 && step.is_finite()) {
-        return;
+    let fast = pace.map_or(step, |p| stats::percentile(&lengths, p) as f32);
+    if !(step > 0.0 && fast.is_finite()) {
+        return None;
     }
     let tree = KdTree::new(&points, d);
     let radius2 = (REACH * step).powi(2);
@@ -169,10 +190,16 @@ fn jumps(
     for a in 0..states.len() {
         for (d2, b) in tree.nearest(point(a), NEIGHBOURS + 1, radius2, budget) {
             if b != a {
-                into[b].push((a as u32, d2.sqrt() / step));
+                into[b].push((a as u32, d2.sqrt() / fast));
             }
         }
     }
+    pace.map(|_| {
+        length
+            .iter()
+            .map(|l| l.map_or(1.0, |l| (l / fast).min(1.0)))
+            .collect()
+    })
 }
 
 fn distance2(a: &[f32], b: &[f32]) -> f32 {
@@ -233,7 +260,7 @@ mod tests {
     #[test]
     fn the_way_goes_round_the_wall() {
         let data = walled_room();
-        let steps = fewest_steps(&data).unwrap().state;
+        let steps = fewest_steps(&data, Some(PACE)).unwrap().state;
         let near = |x: f32, y: f32| {
             (0..data.len())
                 .min_by(|&a, &b| {
@@ -248,8 +275,11 @@ mod tests {
         let (left_bottom, right_bottom, right_top) =
             (near(-0.6, 0.2), near(0.6, 0.2), near(0.6, 8.8));
         assert!(steps[left_bottom] < 5.0, "{}", steps[left_bottom]);
-        // The right side's bottom is farther than its top: its way leads up to the door.
-        assert!(steps[right_bottom] > steps[right_top] + 50.0, "{steps:?}");
+        // The right side's bottom is farther than its top: its way leads up to the door,
+        // 88 steps that cost a third of a step each (standardised, the walks up and down
+        // move a third as far as the walks through the door, the data's fast pace).
+        let up = steps[right_bottom] - steps[right_top];
+        assert!(up > 25.0, "{up}");
         assert!(steps.iter().all(|s| s.is_finite()));
     }
 
@@ -273,7 +303,7 @@ mod tests {
             rew.push(0.0);
         }
         let data = dataset(obs, next, rew);
-        let steps = fewest_steps(&data).unwrap().state;
+        let steps = fewest_steps(&data, Some(PACE)).unwrap().state;
         // Cell 4 is 3 steps from the rewarded step out of cell 1; the state beside cell 0
         // is 4 (through cell 4), however near cell 0 it lies.
         assert_eq!(steps[0], 3.0);
@@ -281,10 +311,38 @@ mod tests {
     }
 
     #[test]
+    fn slow_stretches_cost_their_length() {
+        // The reward at 0 on a line, reached from 10 in steps of 1 and from -10 in steps
+        // of 1/4 (a slow controller on that side): both ends are as far from it.
+        let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+        for k in 0..5 {
+            let y = 0.1 * k as f32;
+            for (from, steps) in [(10.0f32, 10), (-10.0, 40)] {
+                let at = |s: usize| [from - from * s as f32 / steps as f32, y];
+                for s in 0..steps {
+                    obs.push(at(s));
+                    next.push(at(s + 1));
+                    rew.push(if s + 1 == steps { 1.0 } else { 0.0 });
+                }
+            }
+        }
+        let data = dataset(obs, next, rew);
+        let steps = fewest_steps(&data, Some(PACE)).unwrap().state;
+        let (fast, slow) = (steps[0], steps[10]);
+        assert_eq!((data.obs(0)[0], data.obs(10)[0]), (10.0, -10.0));
+        // 9 steps to the rewarded one from either end, though the slow end takes 39.
+        assert!((fast - 9.0).abs() < 1e-3, "{fast}");
+        assert!((slow - 9.75).abs() < 1e-3, "{slow}");
+        // Without a pace, transitions are counted.
+        let counted = fewest_steps(&data, None).unwrap().state;
+        assert_eq!((counted[0], counted[10]), (9.0, 39.0));
+    }
+
+    #[test]
     fn no_reward_or_long_states_give_nothing() {
         let mut data = walled_room();
         data.rewards.iter_mut().for_each(|r| *r = 0.0);
-        assert!(fewest_steps(&data).is_none());
+        assert!(fewest_steps(&data, Some(PACE)).is_none());
         // The same walks with each state repeated to 66 values: too long for distances.
         let data = walled_room();
         let widen = |x: &[f32]| -> Vec<f32> { x.iter().flat_map(|&v| [v; 33]).collect() };
@@ -294,6 +352,6 @@ mod tests {
             next_observations: widen(&data.next_observations.to_f32()).into(),
             ..data
         };
-        assert!(fewest_steps(&wide).is_none());
+        assert!(fewest_steps(&wide, Some(PACE)).is_none());
     }
 }

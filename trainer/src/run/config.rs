@@ -47,6 +47,14 @@ pub struct TrainConfig {
     /// without it (docs/trust.md, "Bounded by the data's ways", has the evidence).
     #[serde(default)]
     pub path_bound: bool,
+    /// The pace at which the ways through the data are measured, for the bound and the
+    /// `path_ranking` check, as a percentile of the lengths of the data's transitions:
+    /// where states never recur, each step costs its length at that pace, at most one
+    /// ([`crate::data::paths::fewest_steps`]). A run directory written without this key
+    /// counts each transition as a step, as runs did before it (docs/trust.md, "At the
+    /// data's pace", has the evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ways_pace: Option<f64>,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -94,6 +102,7 @@ impl Default for TrainConfig {
             second_seed: true,
             cross_bootstrap: true,
             path_bound: true,
+            ways_pace: Some(crate::data::paths::PACE),
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),
@@ -323,5 +332,15 @@ mod tests {
         assert!(text.contains("path_bound = true\n"), "{text}");
         let old: TrainConfig = toml::from_str(&text.replace("path_bound = true\n", "")).unwrap();
         assert!(!old.path_bound);
+    }
+
+    /// A run directory's `config.toml` from before `ways_pace` existed counts the ways'
+    /// steps as it did; new runs measure them at the data's pace.
+    #[test]
+    fn a_config_without_the_pace_counts_steps() {
+        let text = toml::to_string(&TrainConfig::default()).unwrap();
+        assert!(text.contains("ways_pace = 95.0\n"), "{text}");
+        let old: TrainConfig = toml::from_str(&text.replace("ways_pace = 95.0\n", "")).unwrap();
+        assert_eq!(old.ways_pace, None);
     }
 }

@@ -48,6 +48,9 @@ pub fn train(
     device: &Device,
     mut ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
+    if let Some(p) = cfg.ways_pace.filter(|p| !(*p > 0.0 && *p <= 100.0)) {
+        anyhow::bail!("`ways_pace` must be a percentile above 0 and at most 100, not {p}");
+    }
     let mut timings = vec![];
     let t = Instant::now();
     let labelled = match ckpt.as_deref().map(|c| restore_labels(c.done())) {
@@ -160,7 +163,7 @@ pub fn train(
                 max_return: final_max_return(cfg, max_return),
                 shown_near_max: trust::shown_near_max(&returns, max_return),
                 returns: value_is_a_return(cfg).then_some(returns.as_slice()),
-                traced: &trust::Traced::of(data),
+                traced: &trust::Traced::of(data, cfg.ways_pace),
             });
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
@@ -182,14 +185,16 @@ pub fn train(
             let name = variant.name();
             let probe = probe_states(qdata);
             // The data's ways: evidence for the trust checks, and the bound of Q-learning.
-            let traced = trust::Traced::of(data);
+            let traced = trust::Traced::of(data, cfg.ways_pace);
             let bound = match (&subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
                 (_, false) => None,
                 (None, true) => traced
                     .paths
                     .as_ref()
                     .map(|s| bootstrap_bound(qdata, s, cfg)),
-                (Some(d), true) => paths::fewest_steps(d).map(|s| bootstrap_bound(qdata, &s, cfg)),
+                (Some(d), true) => {
+                    paths::fewest_steps(d, cfg.ways_pace).map(|s| bootstrap_bound(qdata, &s, cfg))
+                }
             };
             timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
             let t = Instant::now();
@@ -907,7 +912,8 @@ mod tests {
         // as they were at the chosen checkpoint.
         let all: Vec<usize> = (0..data.len()).collect();
         let probe = probe_states(&data);
-        let bound = paths::fewest_steps(&data).map(|s| bootstrap_bound(&data, &s, &cfg));
+        let bound =
+            paths::fewest_steps(&data, cfg.ways_pace).map(|s| bootstrap_bound(&data, &s, &cfg));
         assert!(bound.is_some(), "the maze's data show ways to the reward");
         let members: Vec<Vec<f32>> = (0..4)
             .map(|j| {

@@ -305,7 +305,8 @@ pub struct Traced {
 }
 
 impl Traced {
-    /// The traced rows of `data` and the measures made of them.
+    /// The traced rows of `data` and the measures made of them; `pace` is that of the
+    /// ways through the data ([`paths::fewest_steps`]; `ways_pace` in `config.toml`).
     ///
     /// ```
     /// use laq::data::Dataset;
@@ -320,21 +321,21 @@ impl Traced {
     ///     next_missing: None,
     ///     actions: None,
     /// };
-    /// let t = laq::run::trust::Traced::of(&d);
+    /// let t = laq::run::trust::Traced::of(&d, Some(laq::data::paths::PACE));
     /// assert_eq!(t.traces, [(3, 0), (2, 1), (1, 2), (0, 3)]);
     /// // Too few traced rows for the reliability of their steps.
     /// assert!(t.reliability.is_none());
     /// // The fewest steps through the data: the same, along the one trajectory (jumps
-    /// // between near states cost their distance in median steps, here as much as a step).
+    /// // between near states cost their length at the data's pace, here as much as a step).
     /// let paths: Vec<f64> = t.paths.unwrap().state.iter().map(|s| (s * 1e4).round() / 1e4).collect();
     /// assert_eq!(paths, [3.0, 2.0, 1.0, 0.0]);
     /// ```
-    pub fn of(data: &Dataset) -> Self {
+    pub fn of(data: &Dataset, pace: Option<f64>) -> Self {
         let traces = data.steps_to_reward();
         let near = Near::new(data, &traces);
         Traced {
             reliability: near.as_ref().and_then(|n| steps_reliability(n)),
-            paths: paths::fewest_steps(data),
+            paths: paths::fewest_steps(data, pace),
             traces,
         }
     }
@@ -736,7 +737,7 @@ mod tests {
             .collect();
         let k: Vec<f64> = traces.iter().map(|&(_, k)| -(k as f64)).collect();
         let raw = stats::spearman(&truth, &k);
-        let traced = Traced::of(&d);
+        let traced = Traced::of(&d, Some(paths::PACE));
         let r = traced.reliability.unwrap();
         assert!(r > 0.0 && r < 0.5, "reliability {r}");
         // The true V (closer to 20 is better) fails the raw ranking, passes once
@@ -760,7 +761,10 @@ mod tests {
         }));
         assert!(!bad.pass, "{}", bad.value);
         // Alike states reach the reward in the same steps on the chain: no correction.
-        assert_eq!(Traced::of(&chain()).reliability, Some(1.0));
+        assert_eq!(
+            Traced::of(&chain(), Some(paths::PACE)).reliability,
+            Some(1.0)
+        );
     }
 
     /// On the wandering walker's line, the fewest steps through the data from a place are
@@ -769,7 +773,7 @@ mod tests {
     #[test]
     fn path_ranking_sees_value_where_the_data_never_went_fast() {
         let d = wandering();
-        let traced = Traced::of(&d);
+        let traced = Traced::of(&d, Some(paths::PACE));
         let steps = &traced.paths.as_ref().unwrap().state;
         for (i, &k) in steps.iter().enumerate() {
             // The reward comes with the step onto 20: from 19 or 21 it is 0 steps away,
@@ -796,7 +800,7 @@ mod tests {
         assert!(preferred(&good, &bad) && !preferred(&bad, &good));
         // Too few states with a way to a reward: no check.
         let chain = chain().select(&(0..10).collect::<Vec<_>>());
-        let traced = Traced::of(&chain);
+        let traced = Traced::of(&chain, Some(paths::PACE));
         let values = vec![0.0; chain.len()];
         let e = walker_evidence(&chain, &[0; 10], &values, &traced);
         assert!(named(&assess(&e), PATH_RANKING).is_none());
@@ -818,7 +822,7 @@ mod tests {
             max_return: 1.0,
             shown_near_max: shown_near_max(&returns, 1.0),
             returns: Some(&returns),
-            traced: &Traced::of(&d),
+            traced: &Traced::of(&d, Some(paths::PACE)),
         };
         let t = assess(&e);
         assert_eq!(t.verdict, Verdict::Trusted, "{t}");
