@@ -5,7 +5,8 @@
 //! states recur, trajectories meet at them; where they never recur (continuous states),
 //! a state may continue from any of its [`NEIGHBOURS`] nearest states within [`REACH`]
 //! median steps, and every step and jump costs its length at the data's fast pace
-//! ([`PACE`]; a transition at most one step). The fewest steps from a state to a rewarded
+//! ([`PACE`]; a transition at most one step), each dimension measured in units of its own
+//! step. The fewest steps from a state to a rewarded
 //! transition over that graph is the shortest way the data shows, stitched from many
 //! trajectories: it follows corridors and walls (no transition crosses a wall, and a
 //! wall is wider than a jump), and ranks states much like the true shortest way on every
@@ -22,13 +23,14 @@ use crate::util::stats;
 /// The nearest states each state may continue from.
 pub const NEIGHBOURS: usize = 10;
 
-/// How far a state may jump to a near one, in median steps of the data (standardised
-/// Euclidean distance).
+/// How far a state may jump to a near one, in median steps of the data (Euclidean
+/// distance, each dimension in units of its own step, or of its spread without a pace).
 pub const REACH: f32 = 2.0;
 
 /// The data's fast pace by default (`ways_pace` in `config.toml`), as a percentile of the
-/// lengths of its transitions (standardised Euclidean distance): with continuous states a
-/// step of the ways costs its length at that pace, at most one. A controller better than
+/// lengths of its transitions (Euclidean distance, each dimension in units of its own
+/// step: the root mean square of its change over the transitions): with continuous states
+/// a step of the ways costs its length at that pace, at most one. A controller better than
 /// the data's could cover the same ways at the pace the data shows it can move, not at the
 /// pace of whichever controller happened to wander there (slowly turning round, say); the
 /// highest lengths are left out, as a collision's rebound can be many times longer than
@@ -58,8 +60,9 @@ pub struct Steps {
 
 /// The fewest steps from every row's state and next state to a rewarded transition
 /// through the data; where states never recur, with a `pace` (a percentile, such as
-/// [`PACE`]) each step and jump costs its length at the data's pace, without one each
-/// transition is a step and each jump its length in median steps. `None` for images and states longer than [`MAX_STATE_LEN`] (no
+/// [`PACE`]) each step and jump costs its length at the data's pace (each dimension in
+/// units of its own step), without one each transition is a step and each jump its length
+/// in median steps (each dimension standardised by its spread). `None` for images and states longer than [`MAX_STATE_LEN`] (no
 /// distance between frames means nearness), for data without a positive reward, or
 /// where every state with a way is as far as every other (nothing to rank).
 ///
@@ -161,15 +164,22 @@ fn jumps(
     into: &mut [Vec<(u32, f32)>],
 ) -> Option<Vec<f32>> {
     let d = states.width();
-    // Standardised by the observations' spread, so every dimension weighs alike.
     let (mean, std) = stats::column_stats(&data.observations.to_f32(), d);
+    // Without a pace, standardised by the observations' spread, so every dimension weighs
+    // alike; with one, each dimension in units of its own step, so that a step along any
+    // of them is as long: a velocity, which swings round within a few steps, weighs less
+    // than the position it moves, which takes many.
+    let scale = match pace {
+        None => std,
+        Some(_) => step_scale(data, &std),
+    };
     let points: Vec<f32> = states
         .rows()
         .chunks(d)
         .flat_map(|r| {
             r.iter()
                 .zip(&mean)
-                .zip(&std)
+                .zip(&scale)
                 .map(|((v, m), s)| (v - m) / s)
                 .collect::<Vec<_>>()
         })
@@ -200,6 +210,31 @@ fn jumps(
             .map(|l| l.map_or(1.0, |l| (l / fast).min(1.0)))
             .collect()
     })
+}
+
+/// Each dimension's root mean square change over the data's transitions (those with a
+/// next state); a dimension that never changes keeps its `spread`.
+fn step_scale(data: &Dataset, spread: &[f32]) -> Vec<f32> {
+    let d = spread.len();
+    let (obs, next) = (data.observations.to_f32(), data.next_observations.to_f32());
+    let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
+    let mut sum = vec![0f64; d];
+    let mut n = 0usize;
+    for (i, (a, b)) in obs.chunks(d).zip(next.chunks(d)).enumerate() {
+        if !missing(i) {
+            n += 1;
+            for ((s, x), y) in sum.iter_mut().zip(a).zip(b) {
+                *s += ((y - x) as f64).powi(2);
+            }
+        }
+    }
+    sum.iter()
+        .zip(spread)
+        .map(|(s, &spread)| match (s / n.max(1) as f64).sqrt() as f32 {
+            r if r > 1e-6 => r,
+            _ => spread,
+        })
+        .collect()
 }
 
 fn distance2(a: &[f32], b: &[f32]) -> f32 {
@@ -276,8 +311,9 @@ mod tests {
             (near(-0.6, 0.2), near(0.6, 0.2), near(0.6, 8.8));
         assert!(steps[left_bottom] < 5.0, "{}", steps[left_bottom]);
         // The right side's bottom is farther than its top: its way leads up to the door,
-        // 88 steps that cost a third of a step each (standardised, the walks up and down
-        // move a third as far as the walks through the door, the data's fast pace).
+        // 88 steps that cost about a third of a step each (in units of each dimension's
+        // own step, the walks through the door, the data's fast pace, are about three times
+        // as long as the walks up and down).
         let up = steps[right_bottom] - steps[right_top];
         assert!(up > 25.0, "{up}");
         assert!(steps.iter().all(|s| s.is_finite()));

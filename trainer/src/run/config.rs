@@ -49,10 +49,11 @@ pub struct TrainConfig {
     pub path_bound: bool,
     /// The pace at which the ways through the data are measured, for the bound and the
     /// `path_ranking` check, as a percentile of the lengths of the data's transitions:
-    /// where states never recur, each step costs its length at that pace, at most one
-    /// ([`crate::data::paths::fewest_steps`]). A run directory written without this key
-    /// counts each transition as a step, as runs did before it (docs/trust.md, "At the
-    /// data's pace", has the evidence).
+    /// where states never recur, each step costs its length at that pace, at most one,
+    /// each dimension in units of its own step ([`crate::data::paths::fewest_steps`]). A
+    /// run directory written without this key counts each transition as a step and
+    /// standardises by the spread, as runs did before it (docs/trust.md, "At the data's
+    /// pace", has the evidence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ways_pace: Option<f64>,
     /// How the exported model turns its outputs into V.
