@@ -5,12 +5,12 @@
 //! states recur, trajectories meet at them; where they never recur (continuous states),
 //! a state may continue from any of its [`NEIGHBOURS`] nearest states within [`REACH`]
 //! median steps, and every step and jump costs its length at the data's fast pace
-//! ([`PACE`]; a transition at most one step), each dimension measured in units of its own
-//! step. The fewest steps from a state to a rewarded
-//! transition over that graph is the shortest way the data shows, stitched from many
-//! trajectories: it follows corridors and walls (no transition crosses a wall, and a
-//! wall is wider than a jump), and ranks states much like the true shortest way on every
-//! maze measured (docs/trust.md).
+//! ([`PACE`]; a transition at most one step), each dimension measured in units of its
+//! own step. The fewest steps from a state to a rewarded transition over that graph is
+//! the shortest way the data shows, stitched from many trajectories: it follows
+//! corridors and walls (no transition crosses a wall, and a wall is wider than a jump),
+//! and ranks states much like the true shortest way on every maze measured
+//! (docs/trust.md).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -61,10 +61,11 @@ pub struct Steps {
 /// The fewest steps from every row's state and next state to a rewarded transition
 /// through the data; where states never recur, with a `pace` (a percentile, such as
 /// [`PACE`]) each step and jump costs its length at the data's pace (each dimension in
-/// units of its own step), without one each transition is a step and each jump its length
-/// in median steps (each dimension standardised by its spread). `None` for images and states longer than [`MAX_STATE_LEN`] (no
-/// distance between frames means nearness), for data without a positive reward, or
-/// where every state with a way is as far as every other (nothing to rank).
+/// units of its own step), without one each transition is a step and each jump its
+/// length in median steps (each dimension standardised by its spread). `None` for images
+/// and states longer than [`MAX_STATE_LEN`] (no distance between frames means nearness),
+/// for data without a positive reward, or where every state with a way is as far as
+/// every other (nothing to rank).
 ///
 /// ```
 /// use laq::data::Dataset;
