@@ -165,26 +165,17 @@ fn jumps(
     into: &mut [Vec<(u32, f32)>],
 ) -> Option<Vec<f32>> {
     let d = states.width();
-    let (mean, std) = stats::column_stats(&data.observations.to_f32(), d);
+    let obs = data.observations.to_f32();
+    let (mean, std) = stats::column_stats(&obs, d);
     // Without a pace, standardised by the observations' spread, so every dimension weighs
     // alike; with one, each dimension in units of its own step, so that a step along any
     // of them is as long: a velocity, which swings round within a few steps, weighs less
     // than the position it moves, which takes many.
     let scale = match pace {
         None => std,
-        Some(_) => step_scale(data, &std),
+        Some(_) => step_scale(data, &obs, &std),
     };
-    let points: Vec<f32> = states
-        .rows()
-        .chunks(d)
-        .flat_map(|r| {
-            r.iter()
-                .zip(&mean)
-                .zip(&scale)
-                .map(|((v, m), s)| (v - m) / s)
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let points = stats::standardise(states.rows(), &mean, &scale);
     let point = |i: usize| &points[i * d..(i + 1) * d];
     let length: Vec<Option<f32>> = (0..data.len())
         .map(|i| next[i].map(|j| distance2(point(at[i]), point(j)).sqrt()))
@@ -214,10 +205,11 @@ fn jumps(
 }
 
 /// Each dimension's root mean square change over the data's transitions (those with a
-/// next state); a dimension that never changes keeps its `spread`.
-fn step_scale(data: &Dataset, spread: &[f32]) -> Vec<f32> {
+/// next state; `obs` are its observations); a dimension that never changes keeps its
+/// `spread`.
+fn step_scale(data: &Dataset, obs: &[f32], spread: &[f32]) -> Vec<f32> {
     let d = spread.len();
-    let (obs, next) = (data.observations.to_f32(), data.next_observations.to_f32());
+    let next = data.next_observations.to_f32();
     let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
     let mut sum = vec![0f64; d];
     let mut n = 0usize;
