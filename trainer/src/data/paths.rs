@@ -2,7 +2,8 @@
 //! made.
 //!
 //! Each of the data's transitions is a step from its state to its next state; where
-//! states recur, trajectories meet at them; where they never recur (continuous states),
+//! states recur (a grid world's cells, the frames of a rendered lattice of poses),
+//! trajectories meet at them; where they never recur (continuous states),
 //! a state may continue from any of its [`NEIGHBOURS`] nearest states within [`REACH`]
 //! median steps, and every step and jump costs its length at the data's fast pace
 //! ([`PACE`]; a transition at most one step), each dimension measured in units of its
@@ -15,7 +16,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::data::dedup::RowIndex;
+use crate::data::dedup::StateIds;
 use crate::data::Dataset;
 use crate::util::neighbours::KdTree;
 use crate::util::stats;
@@ -42,10 +43,16 @@ pub const PACE: f64 = 95.0;
 const QUERY_BUDGET: usize = 2000;
 const WORK: usize = 4_000_000_000;
 
-/// The longest state the paths are found for: beyond it states are frames or other
-/// high-dimensional readings, where Euclidean distance says little of nearness and the
-/// distinct states would fill the memory.
+/// The longest state that may jump to near ones: beyond it states are frames or other
+/// high-dimensional readings, where Euclidean distance says little of nearness; their
+/// ways exist only where they recur exactly.
 pub const MAX_STATE_LEN: usize = 64;
+
+/// Whether `data`'s states are frames or longer than [`MAX_STATE_LEN`], which never jump
+/// to near ones: their ways exist only where they recur.
+pub fn never_jump(data: &Dataset) -> bool {
+    data.is_image() || data.obs_dim() > MAX_STATE_LEN
+}
 
 /// The fewest steps to a rewarded transition through the data, from each row's state and
 /// from its next state (module docs); infinite where the data shows no way, and for a
@@ -62,10 +69,11 @@ pub struct Steps {
 /// through the data; where states never recur, with a `pace` (a percentile, such as
 /// [`PACE`]) each step and jump costs its length at the data's pace (each dimension in
 /// units of its own step), without one each transition is a step and each jump its
-/// length in median steps (each dimension standardised by its spread). `None` for images
-/// and states longer than [`MAX_STATE_LEN`] (no distance between frames means nearness),
-/// for data without a positive reward, or where every state with a way is as far as
-/// every other (nothing to rank).
+/// length in median steps (each dimension standardised by its spread). Images and states
+/// longer than [`MAX_STATE_LEN`] never jump (no distance between frames means nearness):
+/// `None` for them unless their states recur (at most half as many distinct states as
+/// transitions); `None` too for data without a positive reward, or where every state with
+/// a way is as far as every other (nothing to rank).
 ///
 /// ```
 /// use laq::data::Dataset;
@@ -91,25 +99,25 @@ pub struct Steps {
 pub fn fewest_steps(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
     let n = data.len();
     let d = data.obs_dim();
-    if data.is_image() || d == 0 || d > MAX_STATE_LEN || !data.rewards.iter().any(|&r| r > 0.0) {
+    if d == 0 || !data.rewards.iter().any(|&r| r > 0.0) {
         return None;
     }
-    let mut states = RowIndex::new(d);
-    let at: Vec<usize> = (0..n).map(|i| states.insert(&data.obs_row(i))).collect();
-    let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
-    let next: Vec<Option<usize>> = (0..n)
-        .map(|i| (!missing(i)).then(|| states.insert(&data.next_obs_row(i))))
-        .collect();
-    let m = states.len();
+    let ids = StateIds::of(data);
+    let (at, next, m) = (&ids.state, &ids.next, ids.len());
+    // States that recur join trajectories by themselves (a grid world's cells, the frames
+    // of a rendered lattice of poses): near states there are other cells, maybe behind a
+    // wall, never the same place; there every transition is one step. Frames that never
+    // recur have no ways: no distance between them says which are near.
+    let recur = 2 * m <= n;
+    if never_jump(data) && !recur {
+        return None;
+    }
     // For each state, the states that reach it and at what cost: `(from, cost)` in
     // `into[to]` says `from` is at most `cost` plus `to`'s steps away.
     let mut into: Vec<Vec<(u32, f32)>> = vec![vec![]; m];
-    // States that recur join trajectories by themselves (a grid world's cells): near
-    // states there are other cells, maybe behind a wall, never the same place; there
-    // every transition is one step.
-    let costs = match 2 * m > n {
-        true => jumps(data, &states, &at, &next, pace, &mut into),
-        false => None,
+    let costs = match recur {
+        false => jumps(data, &ids.rows(data), at, next, pace, &mut into),
+        true => None,
     };
     for i in (0..n).filter(|&i| !data.terminals[i]) {
         if let Some(j) = next[i] {
@@ -158,13 +166,14 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
 /// without a pace or where the data's transitions have no length (each costs a step).
 fn jumps(
     data: &Dataset,
-    states: &RowIndex,
+    states: &[f32],
     at: &[usize],
     next: &[Option<usize>],
     pace: Option<f64>,
     into: &mut [Vec<(u32, f32)>],
 ) -> Option<Vec<f32>> {
-    let d = states.width();
+    let d = data.obs_dim();
+    let m = into.len();
     let obs = data.observations.to_f32();
     let (mean, std) = stats::column_stats(&obs, d);
     // Without a pace, standardised by the observations' spread, so every dimension weighs
@@ -175,7 +184,7 @@ fn jumps(
         None => std,
         Some(_) => step_scale(data, &obs, &std),
     };
-    let points = stats::standardise(states.rows(), &mean, &scale);
+    let points = stats::standardise(states, &mean, &scale);
     let point = |i: usize| &points[i * d..(i + 1) * d];
     let length: Vec<Option<f32>> = (0..data.len())
         .map(|i| next[i].map(|j| distance2(point(at[i]), point(j)).sqrt()))
@@ -188,8 +197,8 @@ fn jumps(
     }
     let tree = KdTree::new(&points, d);
     let radius2 = (REACH * step).powi(2);
-    let budget = (WORK / (states.len() * d).max(1)).clamp(NEIGHBOURS + 1, QUERY_BUDGET);
-    for a in 0..states.len() {
+    let budget = (WORK / (m * d).max(1)).clamp(NEIGHBOURS + 1, QUERY_BUDGET);
+    for a in 0..m {
         for (d2, b) in tree.nearest(point(a), NEIGHBOURS + 1, radius2, budget) {
             if b != a {
                 into[b].push((a as u32, d2.sqrt() / fast));
@@ -337,6 +346,42 @@ mod tests {
         // is 4 (through cell 4), however near cell 0 it lies.
         assert_eq!(steps[0], 3.0);
         assert_eq!(steps[5], 4.0);
+    }
+
+    /// Frames of a rendered lattice of poses recur: their ways are counted through the
+    /// frames they share; frames that never recur have none.
+    #[test]
+    fn frames_that_recur_have_ways_and_others_none() {
+        // 1x2x2 frames: frame c shows cell c of a corridor walked towards cell 0 three
+        // times, the reward on entering it.
+        let frame = |c: u8| [c, 0, 0, 255 - c];
+        let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+        for _ in 0..3 {
+            for c in (1..5u8).rev() {
+                obs.extend(frame(c));
+                next.extend(frame(c - 1));
+                rew.push(if c == 1 { 1.0 } else { 0.0 });
+            }
+        }
+        let frames = |obs: Vec<u8>, next: Vec<u8>, rewards: Vec<f32>| Dataset {
+            obs_shape: vec![1, 2, 2],
+            observations: obs.into(),
+            next_observations: next.into(),
+            terminals: rewards.iter().map(|&r| r > 0.0).collect(),
+            rewards,
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        let data = frames(obs.clone(), next.clone(), rew.clone());
+        assert!(data.is_image());
+        let steps = fewest_steps(&data, Some(PACE)).unwrap();
+        assert_eq!(steps.state[..4], [3.0, 2.0, 1.0, 0.0]);
+        assert_eq!(steps.next[..3], [2.0, 1.0, 0.0]);
+        // Once through, every frame appears once: no ways (they would only be the data's
+        // own trajectory), as for any frames that never recur.
+        let once = frames(obs[..16].to_vec(), next[..16].to_vec(), rew[..4].to_vec());
+        assert_eq!(fewest_steps(&once, Some(PACE)), None);
     }
 
     #[test]

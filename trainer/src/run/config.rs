@@ -42,9 +42,10 @@ pub struct TrainConfig {
     #[serde(default = "yes")]
     pub cross_bootstrap: bool,
     /// Deep Q-learning with lambda-return targets: each bootstrap is at most what the
-    /// ways through the data allow ([`crate::stages::qlearn::path_bound`]; states of at
-    /// most 64 values, not images). A run directory written without this key repeats
-    /// without it (docs/trust.md, "Bounded by the data's ways", has the evidence).
+    /// ways through the data allow ([`crate::stages::qlearn::path_bound`], where the data
+    /// shows ways: [`crate::data::paths::fewest_steps`]). A run directory written without
+    /// this key repeats without it (docs/trust.md, "Bounded by the data's ways", has the
+    /// evidence).
     #[serde(default)]
     pub path_bound: bool,
     /// The pace at which the ways through the data are measured, for the bound and the
@@ -56,6 +57,13 @@ pub struct TrainConfig {
     /// pace", has the evidence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ways_pace: Option<f64>,
+    /// Ways through the data (for the bound and the `path_ranking` check) also for frames
+    /// and states of more than 64 values, where they recur exactly (the poses of a
+    /// rendered lattice, say); such states never jump to near ones
+    /// ([`crate::data::paths::fewest_steps`]). A run directory written without this key
+    /// finds no ways on such data, as runs did before it.
+    #[serde(default)]
+    pub frame_ways: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -104,6 +112,7 @@ impl Default for TrainConfig {
             cross_bootstrap: true,
             path_bound: true,
             ways_pace: Some(crate::data::paths::PACE),
+            frame_ways: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),
@@ -333,6 +342,16 @@ mod tests {
         assert!(text.contains("path_bound = true\n"), "{text}");
         let old: TrainConfig = toml::from_str(&text.replace("path_bound = true\n", "")).unwrap();
         assert!(!old.path_bound);
+    }
+
+    /// A run directory's `config.toml` from before `frame_ways` existed finds no ways
+    /// through frames; new runs do where frames recur.
+    #[test]
+    fn a_config_without_frame_ways_finds_none_through_frames() {
+        let text = toml::to_string(&TrainConfig::default()).unwrap();
+        assert!(text.contains("frame_ways = true\n"), "{text}");
+        let old: TrainConfig = toml::from_str(&text.replace("frame_ways = true\n", "")).unwrap();
+        assert!(!old.frame_ways);
     }
 
     /// A run directory's `config.toml` from before `ways_pace` existed counts the ways'

@@ -185,16 +185,21 @@ pub fn train(
             let name = variant.name();
             let probe = probe_states(qdata);
             // The data's ways: evidence for the trust checks, and the bound of Q-learning.
-            let traced = trust::Traced::of(data, cfg.ways_pace);
+            let mut traced = trust::Traced::of(data, cfg.ways_pace);
+            let frames_without_ways = |d: &Dataset| !cfg.frame_ways && paths::never_jump(d);
+            if frames_without_ways(data) {
+                traced.paths = None;
+            }
             let bound = match (&subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
                 (_, false) => None,
                 (None, true) => traced
                     .paths
                     .as_ref()
                     .map(|s| bootstrap_bound(qdata, s, cfg)),
-                (Some(d), true) => {
+                (Some(d), true) if !frames_without_ways(d) => {
                     paths::fewest_steps(d, cfg.ways_pace).map(|s| bootstrap_bound(qdata, &s, cfg))
                 }
+                (Some(_), true) => None,
             };
             timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
             let t = Instant::now();

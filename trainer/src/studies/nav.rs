@@ -11,7 +11,8 @@
 //!   pose behind each dataset state;
 //! - **spl**: success weighted by path length of V-guided navigation: from random starts in
 //!   the start room, at every junction each macro-action (move along a corridor to the next
-//!   junction) is scored by V of the frame it ends at and the best is executed. Success is
+//!   junction) is scored by V of the frame it ends at, discounted by its steps, and the
+//!   best is executed. Success is
 //!   reaching G_near, the optimal goal (ending at G_far is a failure, as in the paper's
 //!   optimal-goal SPL); the reference length is the geodesic distance to G_near.
 //!
@@ -324,7 +325,8 @@ pub fn guided(
     let mut paths = vec![];
     for _ in 0..cfg.spl_episodes {
         let start = env.random_start(&mut rng);
-        let trip = navigate(env, q, renderer, start, cfg.max_decisions, device)?;
+        let gamma = cfg.train.dqn.gamma;
+        let trip = navigate(env, q, renderer, start, cfg.max_decisions, gamma, device)?;
         let (outcome, length) = (trip.goal, trip.length);
         if paths.len() < TRIPS_SHOWN {
             paths.push(trip.path);
@@ -430,14 +432,19 @@ pub struct Trip {
     pub path: Vec<Pose>,
 }
 
-/// Follows the macro-action whose end view V rates highest until a goal, a dead end or
-/// `max_decisions`.
+/// Follows the macro-action worth most until a goal, a dead end or `max_decisions`: a
+/// macro of k steps is worth `gamma^k V(end view)`, V's own discount (`gamma`) over the
+/// steps it takes, as any action of k steps is. Scored by V(end view) alone, a long way
+/// round to a slightly higher view beats a short one, and a few steps in a circle beat
+/// leaving a room by a corridor whose first junction V rates a little lower (README,
+/// "Navigation").
 pub fn navigate(
     env: &Nav,
     q: &QNetwork,
     renderer: &Renderer,
     start: Pose,
     max_decisions: usize,
+    gamma: f64,
     device: &Device,
 ) -> Result<Trip> {
     let mut p = start;
@@ -453,8 +460,13 @@ pub fn navigate(
             .flat_map(|m| m.view.iter().map(|&x| x as f32))
             .collect();
         let v = q.values(&views, device)?;
+        let worth: Vec<f32> = options
+            .iter()
+            .zip(&v)
+            .map(|(m, &v)| (gamma.powi(m.actions.len() as i32) as f32) * v)
+            .collect();
         let best = (0..options.len())
-            .max_by(|&a, &b| v[a].total_cmp(&v[b]).then(b.cmp(&a)))
+            .max_by(|&a, &b| worth[a].total_cmp(&worth[b]).then(b.cmp(&a)))
             .unwrap_or(0);
         let m = &options[best];
         let mut at = p;
