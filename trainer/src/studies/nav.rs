@@ -437,7 +437,7 @@ pub struct Trip {
 /// steps it takes, as any action of k steps is. Scored by V(end view) alone, a long way
 /// round to a slightly higher view beats a short one, and a few steps in a circle beat
 /// leaving a room by a corridor whose first junction V rates a little lower (README,
-/// "Navigation").
+/// "First-person navigation", has the figures).
 pub fn navigate(
     env: &Nav,
     q: &QNetwork,
