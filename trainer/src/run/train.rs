@@ -996,7 +996,8 @@ mod tests {
 
     /// The convolutional path (image mining with screening restarts, then a convolutional
     /// DQN) resumes exactly too, and its run directory holds the runtime's image model,
-    /// which `laq predict` scores like the trained Q-network.
+    /// which `laq predict` scores like the exported Q-network (of the two, the one the
+    /// checks prefer).
     #[test]
     fn image_runs_resume_exactly_and_write_a_runtime_model() {
         use crate::stages::checkpoint::{Checkpointer, Interrupted};
@@ -1047,13 +1048,7 @@ mod tests {
         let from_runtime =
             crate::eval::predict::values(&dir.path().join(crate::run::record::VALUE_FILE), &data)
                 .unwrap();
-        let all: Vec<usize> = (0..data.len()).collect();
-        let trained = whole
-            .qnet
-            .as_ref()
-            .unwrap()
-            .values_of(&data, &all, &device)
-            .unwrap();
+        let trained = whole.model.values_of(&data, &device).unwrap();
         for (i, (a, b)) in from_runtime.iter().zip(&trained).enumerate() {
             assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{i}: {a} vs {b}");
         }
