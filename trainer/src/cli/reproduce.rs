@@ -73,6 +73,10 @@ pub enum Study {
         /// V-guided evaluation episodes (SPL).
         #[arg(long, default_value_t = 100)]
         spl_episodes: usize,
+        /// Macro-actions V-guided navigation plans ahead (1: greedy, the paper's protocol,
+        /// which is reported beside it; at most 4).
+        #[arg(long, default_value_t = nav::LOOKAHEAD)]
+        lookahead: usize,
     },
     /// The grid-world study: every label source, Table 1 / S1 and Figure 1, sticky actions.
     Gridworld {
@@ -118,6 +122,7 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
             mining_steps,
             q_steps,
             spl_episodes,
+            lookahead,
         } => {
             let mut cfg = nav::NavStudyConfig {
                 episodes,
@@ -125,6 +130,7 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
                 seed,
                 sources,
                 spl_episodes,
+                lookahead,
                 ..Default::default()
             };
             cfg.train.q = q;

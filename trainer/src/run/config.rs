@@ -1,5 +1,6 @@
 //! Every setting of a training run: defaults that suit the data, TOML in and out.
 
+use crate::data::paths;
 use crate::data::read::ReadOptions;
 use crate::data::Dataset;
 use crate::export::density::DensityConfig;
@@ -215,6 +216,37 @@ impl TrainConfig {
             cfg.ensemble = CONTINUOUS_ENSEMBLE;
             cfg
         }
+    }
+
+    /// The fewest steps to a reward through `data` as this run measures them, for the
+    /// bound and the `path_ranking` check: at `ways_pace`, and through frames and other
+    /// states of more than [`paths::MAX_STATE_LEN`] values only with `frame_ways`
+    /// ([`paths::fewest_steps`]).
+    ///
+    /// ```
+    /// use laq::run::config::TrainConfig;
+    /// // Frames of one pixel on a corridor 0 -> 1 -> 2, rewarded at 2, walked three times.
+    /// let d = laq::data::Dataset {
+    ///     obs_shape: vec![1, 1, 1],
+    ///     observations: [0.0, 1.0].repeat(3).into(),
+    ///     next_observations: [1.0, 2.0].repeat(3).into(),
+    ///     rewards: [0.0, 1.0].repeat(3),
+    ///     terminals: [false, true].repeat(3),
+    ///     timeouts: None,
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// let ways = TrainConfig::default().ways(&d).unwrap();
+    /// assert_eq!(ways.state, [1.0, 0.0].repeat(3));
+    /// // A run directory written before `frame_ways` finds none through frames.
+    /// let old = TrainConfig { frame_ways: false, ..TrainConfig::default() };
+    /// assert!(old.ways(&d).is_none());
+    /// ```
+    pub fn ways(&self, data: &Dataset) -> Option<paths::Steps> {
+        if !self.frame_ways && paths::never_jump(data) {
+            return None;
+        }
+        paths::fewest_steps(data, self.ways_pace)
     }
 
     /// The settings as TOML, every key present (`laq config default`).

@@ -22,7 +22,8 @@ pub struct Trained {
     pub table: Option<Table>,
     /// The runtime's model (`value.safetensors`).
     pub model: ValueModel,
-    /// The deep Q-network (DQN, BCQ, CQL), as trained.
+    /// The deep Q-network (DQN, BCQ, CQL) behind the exported V, as trained: of two from
+    /// different seeds, the one the checks prefer; of an ensemble, its first member.
     pub qnet: Option<QNetwork>,
     pub distill_max_abs_error: Option<f64>,
     pub q_loss: Vec<f32>,
@@ -163,7 +164,7 @@ pub fn train(
                 max_return: final_max_return(cfg, max_return),
                 shown_near_max: trust::shown_near_max(&returns, max_return),
                 returns: value_is_a_return(cfg).then_some(returns.as_slice()),
-                traced: &trust::Traced::of(data, cfg.ways_pace),
+                traced: &trust::Traced::of(data, cfg),
             });
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
@@ -185,21 +186,14 @@ pub fn train(
             let name = variant.name();
             let probe = probe_states(qdata);
             // The data's ways: evidence for the trust checks, and the bound of Q-learning.
-            let mut traced = trust::Traced::of(data, cfg.ways_pace);
-            let frames_without_ways = |d: &Dataset| !cfg.frame_ways && paths::never_jump(d);
-            if frames_without_ways(data) {
-                traced.paths = None;
-            }
+            let traced = trust::Traced::of(data, cfg);
             let bound = match (&subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
                 (_, false) => None,
                 (None, true) => traced
                     .paths
                     .as_ref()
                     .map(|s| bootstrap_bound(qdata, s, cfg)),
-                (Some(d), true) if !frames_without_ways(d) => {
-                    paths::fewest_steps(d, cfg.ways_pace).map(|s| bootstrap_bound(qdata, &s, cfg))
-                }
-                (Some(_), true) => None,
+                (Some(d), true) => cfg.ways(d).map(|s| bootstrap_bound(qdata, &s, cfg)),
             };
             timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
             let t = Instant::now();
@@ -385,17 +379,17 @@ pub fn train(
                 .map(|&j| member_seed(cfg.seed, j).to_string())
                 .collect();
             model.info.insert("q_seed".to_string(), seeds.join(","));
-            let first = nets
+            let exported = nets
                 .into_iter()
-                .next()
+                .nth(judged.first().copied().unwrap_or(0))
                 .context("no Q-function was trained")?;
             Trained {
                 labelled,
                 q_used: variant,
                 table: None,
                 model,
-                q_loss: first.loss_curve.clone(),
-                qnet: Some(first),
+                q_loss: exported.loss_curve.clone(),
+                qnet: Some(exported),
                 distill_max_abs_error: err,
                 q_transitions: qdata.len(),
                 timings,
@@ -917,8 +911,7 @@ mod tests {
         // as they were at the chosen checkpoint.
         let all: Vec<usize> = (0..data.len()).collect();
         let probe = probe_states(&data);
-        let bound =
-            paths::fewest_steps(&data, cfg.ways_pace).map(|s| bootstrap_bound(&data, &s, &cfg));
+        let bound = cfg.ways(&data).map(|s| bootstrap_bound(&data, &s, &cfg));
         assert!(bound.is_some(), "the maze's data show ways to the reward");
         let members: Vec<Vec<f32>> = (0..4)
             .map(|j| {
@@ -997,7 +990,7 @@ mod tests {
     /// The convolutional path (image mining with screening restarts, then a convolutional
     /// DQN) resumes exactly too, and its run directory holds the runtime's image model,
     /// which `laq predict` scores like the exported Q-network (of the two, the one the
-    /// checks prefer).
+    /// checks prefer: here the second), and that network is `Trained::qnet`.
     #[test]
     fn image_runs_resume_exactly_and_write_a_runtime_model() {
         use crate::stages::checkpoint::{Checkpointer, Interrupted};
@@ -1013,6 +1006,9 @@ mod tests {
         };
         let whole = train(&data, &cfg, &device, None).unwrap();
         assert_eq!(whole.q_used, QKind::Dqn);
+        // The second seed's Q-function is exported (`q_seed` names the seed judged).
+        let second = member_seed(cfg.seed, 1).to_string();
+        assert_eq!(whole.model.info.get("q_seed"), Some(&second));
         let reference = bytes(&whole);
         let id = |cfg: &TrainConfig| serde_json::json!({ "config": cfg });
         // Screening is 12 steps per restart, so 18 lies in the second restart.
@@ -1049,8 +1045,17 @@ mod tests {
             crate::eval::predict::values(&dir.path().join(crate::run::record::VALUE_FILE), &data)
                 .unwrap();
         let trained = whole.model.values_of(&data, &device).unwrap();
-        for (i, (a, b)) in from_runtime.iter().zip(&trained).enumerate() {
+        let all: Vec<usize> = (0..data.len()).collect();
+        let qnet = whole.qnet.as_ref().unwrap();
+        let from_qnet = qnet.values_of(&data, &all, &device).unwrap();
+        for (i, ((a, b), c)) in from_runtime
+            .iter()
+            .zip(&trained)
+            .zip(&from_qnet)
+            .enumerate()
+        {
             assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{i}: {a} vs {b}");
+            assert!((a - c).abs() <= 1e-5 * c.abs().max(1.0), "{i}: {a} vs {c}");
         }
         // A trainer-only Q-network file is refused with a pointer to the runtime's file.
         let qnet = dir.path().join("qnet.safetensors");

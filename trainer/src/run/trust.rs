@@ -8,6 +8,7 @@
 
 use crate::data::paths;
 use crate::data::Dataset;
+use crate::run::config::TrainConfig;
 use crate::util::stats;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -305,8 +306,8 @@ pub struct Traced {
 }
 
 impl Traced {
-    /// The traced rows of `data` and the measures made of them; `pace` is that of the
-    /// ways through the data ([`paths::fewest_steps`]; `ways_pace` in `config.toml`).
+    /// The traced rows of `data` and the measures made of them; the ways through the
+    /// data as `cfg` measures them ([`TrainConfig::ways`]).
     ///
     /// ```
     /// use laq::data::Dataset;
@@ -321,7 +322,8 @@ impl Traced {
     ///     next_missing: None,
     ///     actions: None,
     /// };
-    /// let t = laq::run::trust::Traced::of(&d, Some(laq::data::paths::PACE));
+    /// let cfg = laq::run::config::TrainConfig::default();
+    /// let t = laq::run::trust::Traced::of(&d, &cfg);
     /// assert_eq!(t.traces, [(3, 0), (2, 1), (1, 2), (0, 3)]);
     /// // Too few traced rows for the reliability of their steps.
     /// assert!(t.reliability.is_none());
@@ -330,12 +332,12 @@ impl Traced {
     /// let paths: Vec<f64> = t.paths.unwrap().state.iter().map(|s| (s * 1e4).round() / 1e4).collect();
     /// assert_eq!(paths, [3.0, 2.0, 1.0, 0.0]);
     /// ```
-    pub fn of(data: &Dataset, pace: Option<f64>) -> Self {
+    pub fn of(data: &Dataset, cfg: &TrainConfig) -> Self {
         let traces = data.steps_to_reward();
         let near = Near::new(data, &traces);
         Traced {
             reliability: near.as_ref().and_then(|n| steps_reliability(n)),
-            paths: paths::fewest_steps(data, pace),
+            paths: cfg.ways(data),
             traces,
         }
     }
@@ -737,7 +739,7 @@ mod tests {
             .collect();
         let k: Vec<f64> = traces.iter().map(|&(_, k)| -(k as f64)).collect();
         let raw = stats::spearman(&truth, &k);
-        let traced = Traced::of(&d, Some(paths::PACE));
+        let traced = Traced::of(&d, &TrainConfig::default());
         let r = traced.reliability.unwrap();
         assert!(r > 0.0 && r < 0.5, "reliability {r}");
         // The true V (closer to 20 is better) fails the raw ranking, passes once
@@ -762,7 +764,7 @@ mod tests {
         assert!(!bad.pass, "{}", bad.value);
         // Alike states reach the reward in the same steps on the chain: no correction.
         assert_eq!(
-            Traced::of(&chain(), Some(paths::PACE)).reliability,
+            Traced::of(&chain(), &TrainConfig::default()).reliability,
             Some(1.0)
         );
     }
@@ -773,7 +775,7 @@ mod tests {
     #[test]
     fn path_ranking_sees_value_where_the_data_never_went_fast() {
         let d = wandering();
-        let traced = Traced::of(&d, Some(paths::PACE));
+        let traced = Traced::of(&d, &TrainConfig::default());
         let steps = &traced.paths.as_ref().unwrap().state;
         for (i, &k) in steps.iter().enumerate() {
             // The reward comes with the step onto 20: from 19 or 21 it is 0 steps away,
@@ -800,7 +802,7 @@ mod tests {
         assert!(preferred(&good, &bad) && !preferred(&bad, &good));
         // Too few states with a way to a reward: no check.
         let chain = chain().select(&(0..10).collect::<Vec<_>>());
-        let traced = Traced::of(&chain, Some(paths::PACE));
+        let traced = Traced::of(&chain, &TrainConfig::default());
         let values = vec![0.0; chain.len()];
         let e = walker_evidence(&chain, &[0; 10], &values, &traced);
         assert!(named(&assess(&e), PATH_RANKING).is_none());
@@ -822,7 +824,7 @@ mod tests {
             max_return: 1.0,
             shown_near_max: shown_near_max(&returns, 1.0),
             returns: Some(&returns),
-            traced: &Traced::of(&d, Some(paths::PACE)),
+            traced: &Traced::of(&d, &TrainConfig::default()),
         };
         let t = assess(&e);
         assert_eq!(t.verdict, Verdict::Trusted, "{t}");
