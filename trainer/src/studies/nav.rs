@@ -506,7 +506,9 @@ impl<'a> Planner<'a> {
     /// collects, discounted by V's own `gamma` per primitive step: the reward of a macro
     /// that reaches a goal (the sequence ends there) or `gamma^k V(end view)` after its
     /// last macro of k steps in all, as the runtime's `Model::select_ahead` scores
-    /// controllers. Scored by V(end view) alone, a long way round to a slightly higher
+    /// controllers (which it cannot do here: it discounts each controller by one
+    /// `gamma`, while a macro takes k steps, and its controllers predict state vectors,
+    /// not poses whose views the map renders). Scored by V(end view) alone, a long way round to a slightly higher
     /// view beats a short one; one macro ahead, V's error between neighbouring views
     /// (a few percent) outweighs the discount of one junction, and the agent circles
     /// in a room (README, "First-person navigation", has the figures). `lookahead` 1 is
