@@ -366,33 +366,32 @@ const OPTIONAL: [&str; 1] = ["top_actions"];
 mod tests {
     use super::*;
 
+    /// The default config read back without `line`, as a run directory written before
+    /// that setting existed has it.
+    fn written_before(line: &str) -> TrainConfig {
+        let text = toml::to_string(&TrainConfig::default()).unwrap();
+        assert!(text.contains(line), "{text}");
+        toml::from_str(&text.replace(line, "")).unwrap()
+    }
+
     /// A run directory's `config.toml` from before `path_bound` existed repeats without
     /// the bound; new runs have it.
     #[test]
     fn a_config_without_the_bound_repeats_without_it() {
-        let text = toml::to_string(&TrainConfig::default()).unwrap();
-        assert!(text.contains("path_bound = true\n"), "{text}");
-        let old: TrainConfig = toml::from_str(&text.replace("path_bound = true\n", "")).unwrap();
-        assert!(!old.path_bound);
+        assert!(!written_before("path_bound = true\n").path_bound);
     }
 
     /// A run directory's `config.toml` from before `frame_ways` existed finds no ways
     /// through frames; new runs do where frames recur.
     #[test]
     fn a_config_without_frame_ways_finds_none_through_frames() {
-        let text = toml::to_string(&TrainConfig::default()).unwrap();
-        assert!(text.contains("frame_ways = true\n"), "{text}");
-        let old: TrainConfig = toml::from_str(&text.replace("frame_ways = true\n", "")).unwrap();
-        assert!(!old.frame_ways);
+        assert!(!written_before("frame_ways = true\n").frame_ways);
     }
 
     /// A run directory's `config.toml` from before `ways_pace` existed counts the ways'
     /// steps as it did; new runs measure them at the data's pace.
     #[test]
     fn a_config_without_the_pace_counts_steps() {
-        let text = toml::to_string(&TrainConfig::default()).unwrap();
-        assert!(text.contains("ways_pace = 95.0\n"), "{text}");
-        let old: TrainConfig = toml::from_str(&text.replace("ways_pace = 95.0\n", "")).unwrap();
-        assert_eq!(old.ways_pace, None);
+        assert_eq!(written_before("ways_pace = 95.0\n").ways_pace, None);
     }
 }

@@ -33,8 +33,7 @@ pub struct Trained {
     pub timings: Vec<(String, f64)>,
     /// The oracle-free verdict on V.
     pub trust: Trust,
-    /// For mined labels: `1 - forward-model loss / loss of K clusters of s' alone` (see
-    /// [`forward_model_gain`]).
+    /// For mined labels: `1 - forward-model loss / loss of K clusters of s' alone`.
     pub forward_model_gain: Option<f64>,
     /// An ensemble's checkpoints as the checks judged them (empty otherwise).
     pub q_checkpoints: Vec<Candidate>,
@@ -840,32 +839,23 @@ mod tests {
     /// included) and a resume give the same model bytes as an uninterrupted run.
     #[test]
     fn resumed_runs_end_with_the_uninterrupted_model() {
-        use crate::stages::checkpoint::{Checkpointer, Interrupted};
         let device = Device::Cpu;
         let (data, mut cfg) = small_maze();
         cfg.q = QKind::Bcq;
         cfg.distill.steps = 50;
         let bytes = |t: &Trained| t.model.to_bytes(false).unwrap();
         let reference = bytes(&train(&data, &cfg, &device, None).unwrap());
-        let id = |cfg: &TrainConfig| serde_json::json!({ "config": cfg });
         // Screening is 60 steps per restart (0.3 of 200), so progress 70 lies in the second
         // restart and 150 in the main phase.
         for (stage, step) in [("mining", 70), ("mining", 150), ("q-learning", 120)] {
             let dir = tempfile::tempdir().unwrap();
-            let every = std::time::Duration::from_secs(3600);
-            let mut c = Checkpointer::new(dir.path(), every, &id(&cfg)).unwrap();
-            c.interrupt_at = Some((stage.to_string(), step));
-            let e = train(&data, &cfg, &device, Some(&mut c))
-                .err()
-                .expect("interrupted");
-            assert!(e.downcast_ref::<Interrupted>().is_some(), "{e:#}");
-            let mut c = Checkpointer::resume(dir.path(), every, &id(&cfg)).unwrap();
-            let resumed = train(&data, &cfg, &device, Some(&mut c)).unwrap();
+            let resumed = interrupted_and_resumed(&data, &cfg, stage, step, dir.path());
             assert!(bytes(&resumed) == reference, "{stage} {step}");
             // Another run's checkpoint is refused.
             let mut other = cfg.clone();
             other.seed = 9;
-            assert!(Checkpointer::resume(dir.path(), every, &id(&other)).is_err());
+            let id = serde_json::json!({ "config": other });
+            assert!(Checkpointer::resume(dir.path(), CHECKPOINT_EVERY, &id).is_err());
         }
     }
 
@@ -873,7 +863,6 @@ mod tests {
     /// halves for the agreement check, names every member's seed, and resumes exactly.
     #[test]
     fn ensembles_export_the_fitted_mean_and_resume_exactly() {
-        use crate::stages::checkpoint::{Checkpointer, Interrupted};
         let device = Device::Cpu;
         let (data, mut cfg) = small_maze();
         cfg.ensemble = 4;
@@ -933,18 +922,33 @@ mod tests {
         let rho = crate::util::stats::spearman(&as_f64(&exported), &as_f64(&mean_of(&members)));
         assert!(rho > 0.9, "fitted V vs the members' mean: {rho}");
         // A kill mid-Q-learning and a resume end with the same bytes.
-        let id = serde_json::json!({ "config": &cfg });
         let dir = tempfile::tempdir().unwrap();
-        let every = std::time::Duration::from_secs(3600);
-        let mut c = Checkpointer::new(dir.path(), every, &id).unwrap();
-        c.interrupt_at = Some(("q-learning".to_string(), 120));
-        let e = train(&data, &cfg, &device, Some(&mut c))
+        let resumed = interrupted_and_resumed(&data, &cfg, "q-learning", 120, dir.path());
+        assert!(resumed.model.to_bytes(false).unwrap() == bytes);
+    }
+
+    /// Checkpoints far apart: the tests interrupt at a step, not at a time.
+    const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+    /// `train` interrupted at `step` of `stage` (checkpointing into `dir`), then resumed.
+    fn interrupted_and_resumed(
+        data: &Dataset,
+        cfg: &TrainConfig,
+        stage: &str,
+        step: u64,
+        dir: &std::path::Path,
+    ) -> Trained {
+        use crate::stages::checkpoint::Interrupted;
+        let device = Device::Cpu;
+        let id = serde_json::json!({ "config": cfg });
+        let mut c = Checkpointer::new(dir, CHECKPOINT_EVERY, &id).unwrap();
+        c.interrupt_at = Some((stage.to_string(), step));
+        let e = train(data, cfg, &device, Some(&mut c))
             .err()
             .expect("interrupted");
         assert!(e.downcast_ref::<Interrupted>().is_some(), "{e:#}");
-        let mut c = Checkpointer::resume(dir.path(), every, &id).unwrap();
-        let resumed = train(&data, &cfg, &device, Some(&mut c)).unwrap();
-        assert!(resumed.model.to_bytes(false).unwrap() == bytes);
+        let mut c = Checkpointer::resume(dir, CHECKPOINT_EVERY, &id).unwrap();
+        train(data, cfg, &device, Some(&mut c)).unwrap()
     }
 
     /// `for_data`'s settings for `data` with small convolutional networks (4 and 8
@@ -993,7 +997,6 @@ mod tests {
     /// checks prefer: here the second), and that network is `Trained::qnet`.
     #[test]
     fn image_runs_resume_exactly_and_write_a_runtime_model() {
-        use crate::stages::checkpoint::{Checkpointer, Interrupted};
         let device = Device::Cpu;
         let data = crate::envs::squares::moving_squares(300, 32, true, 2);
         let cfg = small_image_config(&data, 40, 2);
@@ -1010,19 +1013,10 @@ mod tests {
         let second = member_seed(cfg.seed, 1).to_string();
         assert_eq!(whole.model.info.get("q_seed"), Some(&second));
         let reference = bytes(&whole);
-        let id = |cfg: &TrainConfig| serde_json::json!({ "config": cfg });
         // Screening is 12 steps per restart, so 18 lies in the second restart.
         for (stage, step) in [("mining", 18), ("mining", 30), ("q-learning", 25)] {
             let dir = tempfile::tempdir().unwrap();
-            let every = std::time::Duration::from_secs(3600);
-            let mut c = Checkpointer::new(dir.path(), every, &id(&cfg)).unwrap();
-            c.interrupt_at = Some((stage.to_string(), step));
-            let e = train(&data, &cfg, &device, Some(&mut c))
-                .err()
-                .expect("interrupted");
-            assert!(e.downcast_ref::<Interrupted>().is_some(), "{e:#}");
-            let mut c = Checkpointer::resume(dir.path(), every, &id(&cfg)).unwrap();
-            let resumed = train(&data, &cfg, &device, Some(&mut c)).unwrap();
+            let resumed = interrupted_and_resumed(&data, &cfg, stage, step, dir.path());
             assert_eq!(
                 resumed.labelled.labels, whole.labelled.labels,
                 "{stage} {step}"

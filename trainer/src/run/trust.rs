@@ -298,7 +298,10 @@ pub struct Traced {
     /// `(row, steps to the next reward)` of every row on a rewarded trajectory
     /// ([`Dataset::steps_to_reward`]).
     pub traces: Vec<(usize, usize)>,
-    /// [`steps_reliability`].
+    /// How far the steps to the next reward are a function of the state at all: Spearman
+    /// between a traced row's steps and those of its nearest traced state on another
+    /// trajectory (`None` for images, whose frames have no distance that says which are
+    /// near, and where too few rows are traced).
     pub reliability: Option<f64>,
     /// The fewest steps from each row to a reward through the data
     /// ([`paths::fewest_steps`]).

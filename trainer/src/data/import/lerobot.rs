@@ -5,7 +5,7 @@
 //! many episodes to a file; cameras are MP4 files under `videos/`. Each row is a frame and
 //! names its episode (`episode_index`) and its place in it (`frame_index`), so the
 //! per-episode tables of `meta/episodes/` are not needed to rebuild the episodes; they are
-//! read for a camera, to find each episode in the videos ([`camera`]).
+//! read for a camera, to find each episode in the videos (`camera`).
 //!
 //! Parquet is read by the `parquet` crate through its column readers, without its Arrow
 //! layer, whose crates laq would compile for nothing it needs; Snappy, LeRobot's

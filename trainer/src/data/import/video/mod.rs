@@ -4,7 +4,7 @@
 //! The decoders bind no system library. AV1 (LeRobot's default) is decoded by rav1d, the
 //! Rust port of dav1d, without its assembly and for 8-bit video (cargo feature `av1`);
 //! H.264 by openh264, whose C++ sources are compiled with the crate (cargo feature
-//! `h264`). The MP4 container is read by [`mp4`], here.
+//! `h264`). The MP4 container is read by `mp4`, here.
 //!
 //! Frames come out of the decoders in display order, the order of the samples'
 //! presentation times; a decoder that gives another number of frames than the file has
