@@ -195,6 +195,8 @@ fn reproduce_nav_small() {
         "20",
         "--spl-episodes",
         "3",
+        "--seed",
+        "3",
     ]);
     assert!(
         report.contains("latent") && report.contains("SPL"),
@@ -216,6 +218,11 @@ fn reproduce_nav_small() {
         assert_eq!(&bytes[..4], b"\x89PNG", "{f}");
     }
     assert!(out.join("model_latent").join("metrics.json").exists());
+    // The seed draws the data and the starts, and seeds every source's training.
+    assert_eq!(m["config"]["seed"].as_u64(), Some(3));
+    assert_eq!(m["config"]["train"]["seed"].as_u64(), Some(3));
+    let config = std::fs::read_to_string(out.join("model_latent").join("config.toml")).unwrap();
+    assert!(config.contains("\nseed = 3\n"), "{config}");
     if !cfg!(feature = "cuda") {
         let e = laq(&["--device", "cuda", "reproduce", "nav", "--out", "x"]);
         assert!(!e.status.success());

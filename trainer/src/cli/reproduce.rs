@@ -52,6 +52,7 @@ pub enum Study {
         /// Frame width and height in pixels (the paper: 64).
         #[arg(long, default_value_t = 32)]
         size: usize,
+        /// Seeds the data, every label source's training and the evaluation starts.
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Label sources to compare.
@@ -134,6 +135,7 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
                 ..Default::default()
             };
             cfg.train.q = q;
+            cfg.train.seed = seed;
             if let Some(n) = mining_steps {
                 cfg.train.mining.steps = n;
             }

@@ -27,6 +27,7 @@ use crate::eval::purity;
 use crate::run::config::TrainConfig;
 use crate::run::plot::Heatmap;
 use crate::run::train::{self, Trained};
+use crate::run::trust::Verdict;
 use crate::stages::labels::LabelSource;
 use crate::stages::qlearn::{QKind, QNetwork};
 use crate::util::stats;
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::rc::Rc;
 use std::time::Instant;
 
 /// Settings of the study.
@@ -47,6 +49,8 @@ pub struct NavStudyConfig {
     pub episodes: usize,
     /// Frame width and height in pixels.
     pub size: usize,
+    /// Seeds the data and the evaluation starts (`train.seed` seeds the training;
+    /// `laq reproduce nav --seed` sets both).
     pub seed: u64,
     pub sources: Vec<LabelSource>,
     /// Mining and Q-learning settings (labels and Q-learning kind are set per source).
@@ -123,7 +127,17 @@ pub struct MethodResult {
     pub purity_cell: f64,
     pub num_actions: usize,
     pub seconds: f64,
+    /// The source's run's own verdict on its V, as `laq train` gives it (no ground truth
+    /// involved), and the checks that failed.
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+    #[serde(default)]
+    pub failed_checks: Vec<String>,
 }
+
+/// The Spearman against V* at and above which a verdict of `trusted` is right (the
+/// line that docs/trust.md judges every verdict by).
+pub const TRUSTED_AT: f64 = 0.8;
 
 /// The study's results: `{"methods": {"<source>": {...}}, ...}`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -261,8 +275,14 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         }
         let spearman = stats::spearman(&v, &reference);
         let spearman_optimal = stats::spearman(&v, &v_star);
-        let g = guided(&env, q, &renderer, cfg, cfg.lookahead, device)?;
-        let greedy = guided(&env, q, &renderer, cfg, 1, device)?;
+        let (g, greedy) = {
+            let value = |frames: &[f32]| q.values(frames, device);
+            let mut planner = Planner::new(&env, value, &renderer, cfg.train.dqn.gamma);
+            (
+                guided(&mut planner, cfg, cfg.lookahead)?,
+                guided(&mut planner, cfg, 1)?,
+            )
+        };
         let map = value_map(
             &env,
             q,
@@ -283,6 +303,8 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
             purity_cell,
             num_actions: trained.labelled.num_actions,
             seconds: train_seconds + t.elapsed().as_secs_f64(),
+            verdict: Some(trained.trust.verdict),
+            failed_checks: trained.trust.failed().map(|c| c.name.clone()).collect(),
         };
         log::info!(
             "{}: spearman {:.3} (against V* {:.3}), purity {:.3}, SPL {:.3} ({} ahead; \
@@ -345,22 +367,14 @@ pub struct Guided {
 /// Evaluation episodes whose paths the value maps show.
 pub const TRIPS_SHOWN: usize = 8;
 
-/// V-guided navigation with the macro-action controllers from seeded random starts,
-/// planning `lookahead` macros ahead ([`Planner`]).
-pub fn guided(
-    env: &Nav,
-    q: &QNetwork,
-    renderer: &Renderer,
-    cfg: &NavStudyConfig,
-    lookahead: usize,
-    device: &Device,
-) -> Result<Guided> {
+/// V-guided navigation with the macro-action controllers from seeded random starts
+/// (the same starts at every `lookahead`), planning `lookahead` macros ahead.
+pub fn guided(planner: &mut Planner, cfg: &NavStudyConfig, lookahead: usize) -> Result<Guided> {
+    let env = planner.env;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6e61_7673);
     let (mut success, mut shortest, mut taken) = (vec![], vec![], vec![]);
     let mut far = 0usize;
     let mut paths = vec![];
-    let value = |frames: &[f32]| q.values(frames, device);
-    let mut planner = Planner::new(env, value, renderer, cfg.train.dqn.gamma);
     for _ in 0..cfg.spl_episodes {
         let start = env.random_start(&mut rng);
         let trip = planner.navigate(start, cfg.max_decisions, lookahead)?;
@@ -471,14 +485,14 @@ pub struct Trip {
 
 /// Chooses macro-actions by V: each macro's controllers and the V of the view at its
 /// end are computed once per pose and kept, so planning ahead over the same junctions
-/// again costs nothing.
+/// again, or navigating again at another lookahead, costs nothing.
 pub struct Planner<'a> {
     env: &'a Nav,
     /// V of frames, row-major ([`QNetwork::values`]).
     value: Box<dyn Fn(&[f32]) -> Result<Vec<f32>> + 'a>,
     renderer: &'a Renderer,
     gamma: f64,
-    options: HashMap<Pose, Vec<Macro>>,
+    options: HashMap<Pose, Rc<[Macro]>>,
     values: HashMap<Pose, f32>,
 }
 
@@ -524,7 +538,7 @@ impl<'a> Planner<'a> {
         let mut path = vec![start];
         for _ in 0..max_decisions {
             self.evaluate(p, lookahead)?;
-            let options = self.options(p).to_vec();
+            let options = self.options(p);
             if options.is_empty() {
                 break;
             }
@@ -558,12 +572,14 @@ impl<'a> Planner<'a> {
         })
     }
 
-    /// The macros from `p` (none at a goal), computed once.
-    fn options(&mut self, p: Pose) -> &[Macro] {
+    /// The macros from `p` (none at a goal), computed once; shared, as the planner
+    /// walks on while it holds them.
+    fn options(&mut self, p: Pose) -> Rc<[Macro]> {
         let (env, renderer) = (self.env, self.renderer);
         self.options
             .entry(p)
-            .or_insert_with(|| env.controllers(p, renderer))
+            .or_insert_with(|| env.controllers(p, renderer).into())
+            .clone()
     }
 
     /// V of every view that sequences of `depth` macros from `p` end at and that is not
@@ -573,7 +589,8 @@ impl<'a> Planner<'a> {
         self.ends(p, depth, &mut ends);
         let mut views = vec![];
         let mut poses = vec![];
-        for m in &ends {
+        for (options, i) in &ends {
+            let m = &options[*i];
             if !self.values.contains_key(&m.end) && !poses.contains(&m.end) {
                 poses.push(m.end);
                 views.extend(m.view.iter().map(|&x| f32::from(x)));
@@ -586,17 +603,18 @@ impl<'a> Planner<'a> {
         Ok(())
     }
 
-    /// The last macros of the sequences of `depth` macros from `p` (shorter where a goal
-    /// or a dead end ends them) whose end V scores.
-    fn ends(&mut self, p: Pose, depth: usize, out: &mut Vec<Macro>) {
-        for m in self.options(p).to_vec() {
+    /// The last macros (a pose's macros and which of them) of the sequences of `depth`
+    /// macros from `p` (shorter where a goal or a dead end ends them) whose end V scores.
+    fn ends(&mut self, p: Pose, depth: usize, out: &mut Vec<(Rc<[Macro]>, usize)>) {
+        let options = self.options(p);
+        for (i, m) in options.iter().enumerate() {
             if m.goal.is_some() {
                 continue;
             }
             if depth > 1 && !self.options(m.end).is_empty() {
                 self.ends(m.end, depth - 1, out);
             } else {
-                out.push(m);
+                out.push((options.clone(), i));
             }
         }
     }
@@ -610,9 +628,9 @@ impl<'a> Planner<'a> {
             return self.gamma.powi(k - 1) * f64::from(self.env.reward(g));
         }
         let next = if depth > 1 {
-            self.options(m.end).to_vec()
+            self.options(m.end)
         } else {
-            vec![]
+            Rc::from([])
         };
         let ahead = next
             .iter()
@@ -676,6 +694,26 @@ impl NavStudy {
             "\nreference (ground-truth-action V) against V*: spearman {:.3}\n",
             self.reference_vs_optimal
         );
+        s += &format!(
+            "\nverdicts (each source's run's own, no ground truth; right when trusted iff V* >= {TRUSTED_AT}):\n"
+        );
+        for (k, r) in &self.methods {
+            let Some(v) = r.verdict else { continue };
+            let why = if r.failed_checks.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.failed_checks.join(", "))
+            };
+            let right = (v == Verdict::Trusted) == (r.spearman_optimal >= TRUSTED_AT);
+            s += &format!(
+                "{k:<10} {}{why}: {}\n",
+                match v {
+                    Verdict::Trusted => "trusted",
+                    Verdict::Doubtful => "doubtful",
+                },
+                if right { "right" } else { "wrong" }
+            );
+        }
         s
     }
 }
@@ -783,7 +821,14 @@ mod tests {
             }
         }
         assert_eq!(r.methods["gt"].purity, 1.0);
-        assert!(r.report().contains("latent"));
+        // Twenty steps of Q-learning are not a V to trust, and the run says which checks
+        // tell.
+        assert_eq!(v["methods"]["latent"]["verdict"], "doubtful");
+        let failed = &r.methods["latent"].failed_checks;
+        assert!(!failed.is_empty());
+        let report = r.report();
+        let line = format!("latent     doubtful ({})", failed.join(", "));
+        assert!(report.contains(&line), "{report}");
         assert_eq!(run.sources.len(), 2);
         let map = &run.sources[0].map;
         assert!(map.values.iter().any(|v| v.is_some()) && map.values.iter().any(|v| v.is_none()));
