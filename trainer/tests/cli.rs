@@ -117,13 +117,7 @@ fn train_works_on_other_data() {
     let (rows, cols) = (5i32, 7i32);
     let wall = |r: i32, c: i32| c == 3 && r < 4;
     let goal = (0, 6);
-    let mut rng = 12345u64;
-    let mut next_rand = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next_rand = common::xorshift(12345);
     let (mut o, mut n, mut r, mut t, mut a) = (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..400 {
         let mut pos = (0i32, 0i32);
@@ -386,16 +380,17 @@ fn convert_d4rl_and_minari_then_train() {
     // A point mass on a line segment [0, 10]; the goal is at 10. Episodes of 40 steps end
     // in a timeout, or earlier in a terminal at the goal.
     let (mut obs, mut act, mut rew, mut term, mut tout) = (vec![], vec![], vec![], vec![], vec![]);
-    let mut rng = 7u64;
+    let mut next_rand = common::xorshift(7);
     let (mut episodes, mut goals) = (0, 0);
     for _ in 0..15 {
         let mut x = 0.0f32;
         episodes += 1;
         for step in 0..40 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let a = if rng.is_multiple_of(3) { -1.0f32 } else { 1.0 };
+            let a = if next_rand().is_multiple_of(3) {
+                -1.0f32
+            } else {
+                1.0
+            };
             let goal = x >= 10.0;
             obs.extend([x, 1.0]);
             act.push(a);
@@ -572,13 +567,7 @@ fn image_datasets_train_predict_and_inspect() {
         }
         f
     };
-    let mut state = 7u64;
-    let mut next_rand = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next_rand = common::xorshift(7);
     let (mut o, mut n, mut r, mut t, mut a) = (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..240 {
         let col = (next_rand() % 7) as usize;

@@ -91,32 +91,7 @@ fn d4rl_file_with_rewards_on_terminal_rows_reads_directly() {
     );
     assert!(report.contains("rows left out"), "{report}");
 
-    let run = dir.path().join("run");
-    let r = run.to_str().unwrap();
-    let summary = ok(&["train", "--data", f, "--out", r]);
-    assert!(
-        summary.contains("terminal rows without a next observation")
-            && summary.contains("rows left out"),
-        "the run reports what reading did: {summary}"
-    );
-    let csv = dir.path().join("v.csv");
-    let model = run.join("value.safetensors");
-    ok(&[
-        "predict",
-        "--model",
-        model.to_str().unwrap(),
-        "--data",
-        f,
-        "--out",
-        csv.to_str().unwrap(),
-    ]);
-    let (mut cell, mut value) = (vec![], vec![]);
-    for line in std::fs::read_to_string(&csv).unwrap().lines().skip(1) {
-        let cols: Vec<f64> = line.split(',').map(|c| c.parse().unwrap()).collect();
-        cell.push(cols[1]);
-        value.push(cols[3]);
-    }
-    let rho = laq::util::stats::spearman(&cell, &value);
+    let (_, rho) = common::train_and_rank(f, dir.path());
     assert!(
         rho >= 0.9,
         "V against the distance along the corridor: {rho:.3}"

@@ -273,32 +273,7 @@ fn lerobot_directory_reads_directly_and_v_rises_towards_the_goal() {
     );
     assert!(!report.contains("not the following row"), "{report}");
 
-    let run = tmp.path().join("run");
-    let r = run.to_str().unwrap();
-    let summary = ok(&["train", "--data", d, "--out", r]);
-    assert!(
-        summary.contains("terminal rows without a next observation")
-            && summary.contains("rows left out"),
-        "the run reports what reading did: {summary}"
-    );
-    let csv = tmp.path().join("v.csv");
-    let model = run.join("value.safetensors");
-    ok(&[
-        "predict",
-        "--model",
-        model.to_str().unwrap(),
-        "--data",
-        d,
-        "--out",
-        csv.to_str().unwrap(),
-    ]);
-    let (mut cell, mut value) = (vec![], vec![]);
-    for line in std::fs::read_to_string(&csv).unwrap().lines().skip(1) {
-        let cols: Vec<f64> = line.split(',').map(|c| c.parse().unwrap()).collect();
-        cell.push(cols[1]);
-        value.push(cols[3]);
-    }
-    let rho = laq::util::stats::spearman(&cell, &value);
+    let (_, rho) = common::train_and_rank(d, tmp.path());
     println!("Spearman of V against the distance along the corridor: {rho:.3}");
     assert!(
         rho >= 0.9,

@@ -22,6 +22,22 @@ pub enum Verdict {
     Doubtful,
 }
 
+impl Verdict {
+    /// The verdict's name, as `metrics.json` spells it.
+    ///
+    /// ```
+    /// use laq::run::trust::Verdict;
+    /// assert_eq!(Verdict::Doubtful.name(), "doubtful");
+    /// assert_eq!(serde_json::to_value(Verdict::Trusted).unwrap(), Verdict::Trusted.name());
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Trusted => "trusted",
+            Verdict::Doubtful => "doubtful",
+        }
+    }
+}
+
 /// One check: its value against its threshold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
