@@ -197,6 +197,8 @@ fn reproduce_nav_small() {
         "3",
         "--seed",
         "3",
+        "--ensemble",
+        "2",
     ]);
     assert!(
         report.contains("latent") && report.contains("SPL"),
@@ -223,6 +225,9 @@ fn reproduce_nav_small() {
     assert_eq!(m["config"]["train"]["seed"].as_u64(), Some(3));
     let config = std::fs::read_to_string(out.join("model_latent").join("config.toml")).unwrap();
     assert!(config.contains("\nseed = 3\n"), "{config}");
+    // Each source's V is the fitted mean of two Q-functions.
+    assert_eq!(m["config"]["train"]["ensemble"].as_u64(), Some(2));
+    assert!(config.contains("\nensemble = 2\n"), "{config}");
     if !cfg!(feature = "cuda") {
         let e = laq(&["--device", "cuda", "reproduce", "nav", "--out", "x"]);
         assert!(!e.status.success());

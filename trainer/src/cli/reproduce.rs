@@ -71,6 +71,10 @@ pub enum Study {
         /// Q-learning steps per label source.
         #[arg(long)]
         q_steps: Option<usize>,
+        /// Q-functions from different seeds whose mean is each source's V (1: one, and a
+        /// second for the trust checks).
+        #[arg(long)]
+        ensemble: Option<usize>,
         /// V-guided evaluation episodes (SPL).
         #[arg(long, default_value_t = 100)]
         spl_episodes: usize,
@@ -122,6 +126,7 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
             q,
             mining_steps,
             q_steps,
+            ensemble,
             spl_episodes,
             lookahead,
         } => {
@@ -141,6 +146,9 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
             }
             if let Some(n) = q_steps {
                 cfg.train.dqn.steps = n;
+            }
+            if let Some(n) = ensemble {
+                cfg.train.ensemble = n;
             }
             create(&out)?;
             (out.clone(), nav::nav(&out, &cfg, device)?.1)

@@ -29,7 +29,7 @@ use crate::run::plot::Heatmap;
 use crate::run::train::{self, Trained};
 use crate::run::trust::Verdict;
 use crate::stages::labels::LabelSource;
-use crate::stages::qlearn::{QKind, QNetwork};
+use crate::stages::qlearn::QKind;
 use crate::util::stats;
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -260,11 +260,28 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         let labels = &trained.labelled.labels;
         let purity = purity::state_purity(&pose_ids, labels, &actions);
         let purity_cell = purity::state_purity(&cell_ids, labels, &actions);
-        let v: Vec<f64> = q
-            .values_of(&data, &idx, device)?
-            .into_iter()
-            .map(f64::from)
-            .collect();
+        // An ensemble's V is the fitted mean of its members, which only the exported
+        // model holds; otherwise the exported model is the Q-network itself.
+        let ensemble = tc.ensemble >= 2;
+        let value = |frames: &[f32]| -> Result<Vec<f32>> {
+            if ensemble {
+                trained.model.values_candle(frames, device)
+            } else {
+                q.values(frames, device)
+            }
+        };
+        let v: Vec<f64> = if ensemble {
+            let mut frames = vec![];
+            for &i in &idx {
+                frames.extend_from_slice(&data.obs_row(i));
+            }
+            value(&frames)?
+        } else {
+            q.values_of(&data, &idx, device)?
+        }
+        .into_iter()
+        .map(f64::from)
+        .collect();
         if source == LabelSource::Gt {
             reference_vs_optimal = stats::spearman(&v, &v_star);
             reference = v.clone();
@@ -276,7 +293,6 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         let spearman = stats::spearman(&v, &reference);
         let spearman_optimal = stats::spearman(&v, &v_star);
         let (g, greedy) = {
-            let value = |frames: &[f32]| q.values(frames, device);
             let mut planner = Planner::new(&env, value, &renderer, cfg.train.dqn.gamma);
             (
                 guided(&mut planner, cfg, cfg.lookahead)?,
@@ -285,11 +301,10 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         };
         let map = value_map(
             &env,
-            q,
+            &value,
             &renderer,
             &g.paths,
             &format!("V with `{}` labels, and guided paths", source.key()),
-            device,
         )?;
         let r = MethodResult {
             spearman,
@@ -411,11 +426,10 @@ const MAP_RESOLUTION: usize = 4;
 /// walls blank, with the guided paths and both goals drawn on top.
 pub fn value_map(
     env: &Nav,
-    q: &QNetwork,
+    value: &dyn Fn(&[f32]) -> Result<Vec<f32>>,
     renderer: &Renderer,
     paths: &[Vec<Pose>],
     title: &str,
-    device: &Device,
 ) -> Result<Heatmap> {
     let (rows, cols) = (env.map.rows * MAP_RESOLUTION, env.map.cols * MAP_RESOLUTION);
     let mut values = vec![None; rows * cols];
@@ -444,7 +458,7 @@ pub fn value_map(
                 );
             }
         }
-        let v = q.values(&frames, device)?;
+        let v = value(&frames)?;
         for (j, &(cell, _, _)) in chunk.iter().enumerate() {
             let best = v[j * nav::HEADINGS..(j + 1) * nav::HEADINGS]
                 .iter()
@@ -488,7 +502,7 @@ pub struct Trip {
 /// again, or navigating again at another lookahead, costs nothing.
 pub struct Planner<'a> {
     env: &'a Nav,
-    /// V of frames, row-major ([`QNetwork::values`]).
+    /// V of frames, row-major ([`crate::stages::qlearn::QNetwork::values`]).
     value: Box<dyn Fn(&[f32]) -> Result<Vec<f32>> + 'a>,
     renderer: &'a Renderer,
     gamma: f64,
@@ -627,19 +641,16 @@ impl<'a> Planner<'a> {
             // The reward comes with the last primitive step.
             return self.gamma.powi(k - 1) * f64::from(self.env.reward(g));
         }
-        let next = if depth > 1 {
-            self.options(m.end)
-        } else {
-            Rc::from([])
-        };
-        let ahead = next
-            .iter()
-            .map(|n| self.worth(n, depth - 1))
-            .fold(f64::NEG_INFINITY, f64::max);
-        let ahead = if next.is_empty() {
-            self.values.get(&m.end).map_or(f64::NAN, |&v| f64::from(v))
-        } else {
-            ahead
+        let next = Some(depth)
+            .filter(|&d| d > 1)
+            .map(|_| self.options(m.end))
+            .filter(|next| !next.is_empty());
+        let ahead = match next {
+            Some(next) => next
+                .iter()
+                .map(|n| self.worth(n, depth - 1))
+                .fold(f64::NEG_INFINITY, f64::max),
+            None => self.values.get(&m.end).map_or(f64::NAN, |&v| f64::from(v)),
         };
         self.gamma.powi(k) * ahead
     }
@@ -707,10 +718,7 @@ impl NavStudy {
             let right = (v == Verdict::Trusted) == (r.spearman_optimal >= TRUSTED_AT);
             s += &format!(
                 "{k:<10} {}{why}: {}\n",
-                match v {
-                    Verdict::Trusted => "trusted",
-                    Verdict::Doubtful => "doubtful",
-                },
+                v.name(),
                 if right { "right" } else { "wrong" }
             );
         }
@@ -834,5 +842,64 @@ mod tests {
         assert!(map.values.iter().any(|v| v.is_some()) && map.values.iter().any(|v| v.is_none()));
         assert!(map.paths.iter().all(|p| !p.is_empty()));
         assert!(!map.to_png().unwrap().is_empty());
+    }
+
+    /// With an ensemble, the study measures the V that is exported (the fitted mean of
+    /// the members), not its first member's.
+    #[test]
+    fn an_ensemble_is_measured_by_its_exported_v() {
+        let mut cfg = NavStudyConfig {
+            episodes: 4,
+            size: 16,
+            sources: vec![LabelSource::Gt],
+            spl_episodes: 2,
+            max_decisions: 3,
+            spearman_states: 50,
+            ..Default::default()
+        };
+        cfg.train.dqn.conv.channels = vec![8, 8];
+        cfg.train.dqn.steps = 20;
+        cfg.train.ensemble = 2;
+        let run = run(&cfg, &Device::Cpu).unwrap();
+        let source = &run.sources[0];
+        let map = &source.map;
+        let cell = map.values.iter().position(|v| v.is_some()).unwrap();
+        let cols = map.values.len() / (Nav::branching().unwrap().map.rows * MAP_RESOLUTION);
+        let (x, y) = (
+            ((cell % cols) as f32 + 0.5) / MAP_RESOLUTION as f32,
+            ((cell / cols) as f32 + 0.5) / MAP_RESOLUTION as f32,
+        );
+        let env = Nav::branching().unwrap();
+        let renderer = Renderer::new(cfg.size, cfg.size).unwrap();
+        let frames: Vec<f32> = (0..nav::HEADINGS)
+            .flat_map(|h| renderer.render(&env.map, Pose::from_xy(x, y, h)))
+            .map(f32::from)
+            .collect();
+        let best = |v: Vec<f32>| v.into_iter().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let exported = best(
+            source
+                .trained
+                .model
+                .values_candle(&frames, &Device::Cpu)
+                .unwrap(),
+        );
+        let first = best(
+            source
+                .trained
+                .qnet
+                .as_ref()
+                .unwrap()
+                .values(&frames, &Device::Cpu)
+                .unwrap(),
+        );
+        let shown = map.values[cell].unwrap();
+        assert!(
+            (shown - exported).abs() < 1e-5,
+            "{shown} against {exported}"
+        );
+        assert!(
+            (shown - first).abs() > 1e-5,
+            "the first member's V: {first}"
+        );
     }
 }
