@@ -641,10 +641,11 @@ impl<'a> Planner<'a> {
             // The reward comes with the last primitive step.
             return self.gamma.powi(k - 1) * f64::from(self.env.reward(g));
         }
-        let next = Some(depth)
-            .filter(|&d| d > 1)
-            .map(|_| self.options(m.end))
-            .filter(|next| !next.is_empty());
+        let next = if depth > 1 {
+            Some(self.options(m.end)).filter(|next| !next.is_empty())
+        } else {
+            None
+        };
         let ahead = match next {
             Some(next) => next
                 .iter()
@@ -864,12 +865,12 @@ mod tests {
         let source = &run.sources[0];
         let map = &source.map;
         let cell = map.values.iter().position(|v| v.is_some()).unwrap();
-        let cols = map.values.len() / (Nav::branching().unwrap().map.rows * MAP_RESOLUTION);
+        let env = Nav::branching().unwrap();
+        let cols = env.map.cols * MAP_RESOLUTION;
         let (x, y) = (
             ((cell % cols) as f32 + 0.5) / MAP_RESOLUTION as f32,
             ((cell / cols) as f32 + 0.5) / MAP_RESOLUTION as f32,
         );
-        let env = Nav::branching().unwrap();
         let renderer = Renderer::new(cfg.size, cfg.size).unwrap();
         let frames: Vec<f32> = (0..nav::HEADINGS)
             .flat_map(|h| renderer.render(&env.map, Pose::from_xy(x, y, h)))
