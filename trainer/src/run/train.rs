@@ -22,8 +22,9 @@ pub struct Trained {
     pub table: Option<Table>,
     /// The runtime's model (`value.safetensors`).
     pub model: ValueModel,
-    /// The deep Q-network (DQN, BCQ, CQL) behind the exported V, as trained: of two from
-    /// different seeds, the one the checks prefer; of an ensemble, its first member.
+    /// The deep Q-network (DQN, BCQ, CQL) behind the exported V: of two from different
+    /// seeds, the one the checks prefer, as trained; of an ensemble, the network fitted to
+    /// its members' mean V (the exported one; `q_loss` is its first member's).
     pub qnet: Option<QNetwork>,
     pub distill_max_abs_error: Option<f64>,
     pub q_loss: Vec<f32>,
@@ -252,15 +253,17 @@ pub fn train(
             let values_of = |net: &QNetwork| net.values_of(data, &all, device);
             // Seconds spent fitting V for export, which the trust checks' time excludes.
             let mut exporting = 0.0;
-            let mut fit = |target: &[f32]| -> Result<(ValueModel, f64)> {
+            let mut fit = |target: &[f32]| -> Result<(QNetwork, ValueModel, f64)> {
                 let t = Instant::now();
                 let (fitted, err) = fit_v(&nets[0], data, target, cfg, device)?;
                 let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info.clone())?;
                 let secs = t.elapsed().as_secs_f64();
                 timings.push(("export (fit one network to V)".into(), secs));
                 exporting += secs;
-                Ok((model, err))
+                Ok((fitted, model, err))
             };
+            // An ensemble's exported V is a network fitted to its members' mean.
+            let mut fitted_mean = None;
             // What the exported V is compared with: another seed's V, or (an ensemble) the
             // means of its two halves.
             let mut candidates = vec![];
@@ -310,7 +313,8 @@ pub fn train(
                     let (a, b) = member_values.split_at(members / 2);
                     let halves = (mean_of(a), mean_of(b));
                     let target = mean_of(&member_values);
-                    let (model, err) = fit(&target)?;
+                    let (net, model, err) = fit(&target)?;
+                    fitted_mean = Some(net);
                     let values = model.values_of(data, device)?;
                     log::info!(
                         "the mean V of {members} Q-functions fitted by one network: largest \
@@ -324,7 +328,7 @@ pub fn train(
                     let (model, err) = if first.imitation.is_some() {
                         // BCQ's V is a max over the actions its imitation network allows,
                         // which the format's max-Q head cannot express: V itself is fitted.
-                        let (model, err) = fit(&values_of(first)?)?;
+                        let (_, model, err) = fit(&values_of(first)?)?;
                         (model, Some(err))
                     } else {
                         (
@@ -388,7 +392,7 @@ pub fn train(
                 table: None,
                 model,
                 q_loss: exported.loss_curve.clone(),
-                qnet: Some(exported),
+                qnet: Some(fitted_mean.unwrap_or(exported)),
                 distill_max_abs_error: err,
                 q_transitions: qdata.len(),
                 timings,
@@ -982,6 +986,17 @@ mod tests {
         assert_eq!((m.output_dim(), m.num_conv()), (1, 2));
         assert_eq!(trained.model.info["q_seed"].split(',').count(), 2);
         let v = trained.model.values_of(&data, &device).unwrap();
+        // `qnet` is the fitted network, not a member: its V is the exported one.
+        let all: Vec<usize> = (0..data.len()).collect();
+        let qnet = trained
+            .qnet
+            .as_ref()
+            .unwrap()
+            .values_of(&data, &all, &device)
+            .unwrap();
+        for (i, (a, b)) in qnet.iter().zip(&v).enumerate() {
+            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{i}: {a} vs {b}");
+        }
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("value.safetensors");
         std::fs::write(&file, &bytes).unwrap();
