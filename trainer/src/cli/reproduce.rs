@@ -62,7 +62,7 @@ pub enum Study {
             default_value = "latent,single,cluster,gt"
         )]
         sources: Vec<LabelSource>,
-        /// Offline Q-learning: dqn, bcq or cql.
+        /// Offline Q-learning: dqn, bcq, cql or iql.
         #[arg(long, default_value = "dqn")]
         q: QKind,
         /// Mining steps per label source.

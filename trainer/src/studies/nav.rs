@@ -8,7 +8,9 @@
 //!   actions (the `gt` source, same networks and settings), as in the paper and the other
 //!   studies; the `gt` model is trained as the reference even when it is not compared;
 //! - **spearman_optimal**: rank correlation of V with the exact optimal value V* of the
-//!   pose behind each dataset state;
+//!   pose behind each dataset state (and, once per study, **ways_vs_optimal**: that of
+//!   the value of the data's own fewest steps to a goal, about the best a V that follows
+//!   the data can reach);
 //! - **spl**: success weighted by path length of V-guided navigation: from random starts in
 //!   the start room, at every junction the sequences of `lookahead` macro-actions (each a
 //!   move along a corridor to the next junction) are scored by V of the frame they end at,
@@ -145,6 +147,12 @@ pub struct NavStudy {
     pub methods: BTreeMap<String, MethodResult>,
     /// Spearman of the ground-truth-action V (the reference) against V*.
     pub reference_vs_optimal: f64,
+    /// Spearman against V* of the value of the fewest steps to a reward through the
+    /// data's own transitions (`gamma^steps`, the ways the trust checks use): about what
+    /// a V that follows the data can reach, since V* also counts ways the data never
+    /// shows. `None` where the data has no ways (or in a study written before this).
+    #[serde(default)]
+    pub ways_vs_optimal: Option<f64>,
     pub transitions: usize,
     /// Distinct poses among the dataset states (purity's state count).
     pub poses: usize,
@@ -173,6 +181,16 @@ pub struct SourceRun {
     pub map: Heatmap,
 }
 
+/// Spearman of `gamma^steps`, the fewest steps from rows `idx` to a reward through the
+/// data as `train` measures them ([`TrainConfig::ways`]), against `v_star` of those rows;
+/// `None` where the data has no ways.
+fn ways_against(train: &TrainConfig, data: &Dataset, idx: &[usize], v_star: &[f64]) -> Option<f64> {
+    let ways = train.ways(data)?;
+    let gamma = train.dqn.gamma;
+    let v: Vec<f64> = idx.iter().map(|&i| gamma.powf(ways.state[i])).collect();
+    Some(stats::spearman(&v, v_star))
+}
+
 /// Runs the study.
 pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
     if cfg.sources.is_empty() {
@@ -185,8 +203,13 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
             cfg.lookahead
         );
     }
-    if !matches!(cfg.train.q, QKind::Dqn | QKind::Bcq | QKind::Cql) {
-        bail!("the navigation study's Q-learning must be dqn, bcq or cql: the states are images");
+    if !matches!(
+        cfg.train.q,
+        QKind::Dqn | QKind::Bcq | QKind::Cql | QKind::Iql
+    ) {
+        bail!(
+            "the navigation study's Q-learning must be dqn, bcq, cql or iql: the states are images"
+        );
     }
     let env = Nav::branching()?;
     let t = Instant::now();
@@ -224,6 +247,7 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         .iter()
         .map(|&i| env.optimal_value(nav_data.poses[i]))
         .collect();
+    let ways_vs_optimal = ways_against(&cfg.train, &data, &idx, &v_star);
     let renderer = Renderer::new(cfg.size, cfg.size)?;
     let mut methods = BTreeMap::new();
     let mut sources = vec![];
@@ -331,6 +355,7 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
     let study = NavStudy {
         methods,
         reference_vs_optimal,
+        ways_vs_optimal,
         transitions: n,
         poses,
         obs_shape: data.obs_shape.clone(),
@@ -656,11 +681,7 @@ impl NavStudy {
                 _ => ("-", "-", "-"),
             }
         };
-        let q = match self.config.train.q {
-            QKind::Bcq => "BCQ",
-            QKind::Cql => "CQL",
-            _ => "DQN",
-        };
+        let q = self.config.train.q.name().to_uppercase();
         let mut s = format!(
             "navigation study: {} transitions of {:?} ({} episodes, {} distinct poses), \
              {q}, seed {}\n\n",
@@ -692,6 +713,13 @@ impl NavStudy {
             "\nreference (ground-truth-action V) against V*: spearman {:.3}\n",
             self.reference_vs_optimal
         );
+        if let Some(w) = self.ways_vs_optimal {
+            s += &format!(
+                "the data's own fewest steps to a reward against V*: spearman {w:.3} (about \
+                 the best a V that follows the data can do: V* also counts ways the data \
+                 never shows)\n"
+            );
+        }
         s += &format!(
             "\nverdicts (each source's run's own, no ground truth; right when trusted iff V* >= {TRUSTED_AT}):\n"
         );
@@ -790,6 +818,30 @@ mod tests {
         assert!(greedy_near < 20, "{greedy_near} of 20");
     }
 
+    /// The poses lie on a lattice, so with enough episodes the frames recur and the data
+    /// has ways to the goals, whose value ranks the states like V* without reaching it:
+    /// the data rarely shows the shortcut to the near goal.
+    #[test]
+    fn the_data_ways_rank_like_v_star_short_of_it() {
+        let env = Nav::branching().unwrap();
+        let gen = GenConfig {
+            episodes: 150,
+            size: 8,
+            frames: 1,
+            ..GenConfig::default()
+        };
+        let nav_data = env.generate(&gen, 0).unwrap();
+        let data = nav_data.to_dataset();
+        let idx: Vec<usize> = (0..data.len()).collect();
+        let v_star: Vec<f64> = nav_data
+            .poses
+            .iter()
+            .map(|&p| env.optimal_value(p))
+            .collect();
+        let w = ways_against(&NavStudyConfig::default().train, &data, &idx, &v_star).unwrap();
+        assert!(w > 0.5 && w < 0.95, "{w}");
+    }
+
     /// A tiny study runs end to end and its result has the documented shape.
     #[test]
     fn tiny_study_runs() {
@@ -816,6 +868,9 @@ mod tests {
             }
         }
         assert_eq!(r.methods["gt"].purity, 1.0);
+        // Six episodes' frames recur too rarely for ways through them.
+        assert_eq!(r.ways_vs_optimal, None);
+        assert!(!r.report().contains("fewest steps to a reward against V*"));
         // Twenty steps of Q-learning are not a V to trust, and the run says which checks
         // tell.
         assert_eq!(v["methods"]["latent"]["verdict"], "doubtful");
@@ -831,10 +886,8 @@ mod tests {
         assert!(!map.to_png().unwrap().is_empty());
     }
 
-    /// With an ensemble, the study measures the V that is exported (the fitted mean of
-    /// the members), not its first member's.
-    #[test]
-    fn an_ensemble_is_measured_by_its_exported_v() {
+    /// A study of the `gt` source alone on four episodes, with twenty Q-learning steps.
+    fn tiny_gt_study() -> NavStudyConfig {
         let mut cfg = NavStudyConfig {
             episodes: 4,
             size: 16,
@@ -846,6 +899,36 @@ mod tests {
         };
         cfg.train.dqn.conv.channels = vec![8, 8];
         cfg.train.dqn.steps = 20;
+        cfg
+    }
+
+    /// IQL's V (its value network, which is what it exports) guides and is named in the
+    /// report; tabular Q-learning cannot take frames.
+    #[test]
+    fn iql_runs_and_tabular_is_refused() {
+        let mut cfg = tiny_gt_study();
+        cfg.train.q = QKind::Iql;
+        let done = run(&cfg, &Device::Cpu).unwrap();
+        assert!(done.sources[0]
+            .trained
+            .qnet
+            .as_ref()
+            .unwrap()
+            .value
+            .is_some());
+        assert!(done.study.methods["gt"].spl.is_finite());
+        let report = done.study.report();
+        assert!(report.contains(", IQL, seed 0"), "{report}");
+        cfg.train.q = QKind::Tabular;
+        let err = run(&cfg, &Device::Cpu).err().unwrap().to_string();
+        assert!(err.contains("must be dqn, bcq, cql or iql"), "{err}");
+    }
+
+    /// With an ensemble, the study measures the V that is exported (the fitted mean of
+    /// the members), not its first member's.
+    #[test]
+    fn an_ensemble_is_measured_by_its_exported_v() {
+        let mut cfg = tiny_gt_study();
         cfg.train.ensemble = 2;
         let run = run(&cfg, &Device::Cpu).unwrap();
         let source = &run.sources[0];
