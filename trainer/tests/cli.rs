@@ -757,3 +757,70 @@ fn bench_prints_its_figures_as_json() {
     }
     assert!(v["images"]["cpu"]["mining_ms"].as_f64().unwrap() > 0.0);
 }
+
+/// An output never replaces an input (`predict` and `export` once overwrote the dataset
+/// they read), a model is not calibrated on states it cannot take, and a setting out of
+/// its range is refused before a run directory exists.
+#[test]
+fn outputs_never_replace_inputs_and_settings_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    ok(&["gen", "gridworld", "--episodes", "20", "--out", &p("g.npz")]);
+    std::fs::copy("../models/gridworld/value.safetensors", p("m.safetensors")).unwrap();
+    let data = std::fs::read(p("g.npz")).unwrap();
+    let model = std::fs::read(p("m.safetensors")).unwrap();
+    let refused = |args: &[&str], names: &[&str]| {
+        let out = laq(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(names.iter().all(|n| err.contains(n)), "{args:?}: {err}");
+    };
+    let m = p("m.safetensors");
+    let g = p("g.npz");
+    let same_model = format!("{}/./m.safetensors", dir.path().display());
+    for out in [&g, &m, &same_model] {
+        refused(
+            &["predict", "--model", &m, "--data", &g, "--out", out],
+            &["--out"],
+        );
+    }
+    refused(
+        &["export", "--model", &m, "--out", &same_model],
+        &["is the input"],
+    );
+    refused(&["export", "--model", &m, "--out", &g], &["`.npz`"]);
+    // States of 4 values for a model of 2: refused before the int8 file is written.
+    ok(&["gen", "maze2d", "--steps", "300", "--out", &p("maze.npz")]);
+    let int8 = p("int8.safetensors");
+    let args = [
+        "export",
+        "--model",
+        &m,
+        "--quantize",
+        "int8",
+        "--data",
+        &p("maze.npz"),
+    ];
+    refused(
+        &[&args[..], &["--out", &int8]].concat(),
+        &["m.safetensors", "4"],
+    );
+    assert!(!Path::new(&int8).exists());
+    assert_eq!(std::fs::read(p("g.npz")).unwrap(), data);
+    assert_eq!(std::fs::read(p("m.safetensors")).unwrap(), model);
+    // A discount of 1.5 in a settings file names the setting; no run directory is left.
+    let text = ok(&["config", "default"]).replace("gamma = 0.99", "gamma = 1.5");
+    std::fs::write(p("bad.toml"), text).unwrap();
+    let run = p("run");
+    let args = [
+        "train",
+        "--data",
+        &g,
+        "--out",
+        &run,
+        "--config",
+        &p("bad.toml"),
+    ];
+    refused(&args, &["gamma", "1.5"]);
+    assert!(!Path::new(&run).exists());
+}

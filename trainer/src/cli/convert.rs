@@ -29,6 +29,7 @@ pub struct ConvertArgs {
 
 /// Converts, then prints what was kept and dropped.
 pub fn run(a: &ConvertArgs) -> Result<()> {
+    crate::util::io::refuse_overwriting(&a.out, &[&a.input], &[], "the dataset")?;
     let read = a.read.options();
     if a.from == Source::Video {
         return videos(a, &read);

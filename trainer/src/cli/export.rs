@@ -29,8 +29,17 @@ pub struct ExportArgs {
 
 /// Writes the new model and, with `--data`, compares it with the original.
 pub fn run(a: &ExportArgs, device: &Device) -> Result<()> {
+    let mut inputs = vec![a.model.as_path()];
+    inputs.extend(a.data.as_deref());
+    let not = ["npz", "csv", "hdf5", "h5", "hdf"];
+    crate::util::io::refuse_overwriting(&a.out, &inputs, &not, "the model")?;
     let m = ValueModel::load(&a.model)?;
     let data = a.data.as_deref().map(Dataset::load).transpose()?;
+    if let Some(d) = &data {
+        // States the model cannot take would calibrate it wrongly: refused before
+        // anything is written.
+        crate::eval::predict::values(&a.model, d)?;
+    }
     let int8 = matches!(a.quantize, Some(Quantize::Int8));
     let m = match (&data, int8) {
         (Some(d), true) => {

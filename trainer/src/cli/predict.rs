@@ -20,8 +20,13 @@ pub struct PredictArgs {
     pub out: PathBuf,
 }
 
+/// Extensions of datasets and models, which a CSV must not be written under.
+const DATA_OR_MODEL: [&str; 5] = ["npz", "safetensors", "hdf5", "h5", "hdf"];
+
 /// Writes the CSV.
 pub fn run(a: &PredictArgs) -> Result<()> {
+    let inputs = [a.model.as_path(), a.data.as_path()];
+    crate::util::io::refuse_overwriting(&a.out, &inputs, &DATA_OR_MODEL, "the CSV")?;
     let n = crate::eval::predict::predict_csv(&a.model, &a.data, &a.read.options(), &a.out)?;
     log::info!("wrote V of {n} observations to {}", a.out.display());
     Ok(())

@@ -69,7 +69,8 @@ pub struct Overrides {
     /// Forward models trained from different seeds; the lowest-loss one is kept (default 2).
     #[arg(long)]
     pub mining_restarts: Option<usize>,
-    /// Steps of deep Q-learning (DQN, BCQ, CQL; default: 20000).
+    /// Steps of deep Q-learning (DQN, BCQ, CQL, IQL; default: set by the data: 30 passes
+    /// over continuous states, at least 15000 steps; 10000 on images; 20000 otherwise).
     #[arg(long)]
     pub dqn_steps: Option<usize>,
     /// Q-functions from different seeds whose mean is exported as V (deep Q-learning;

@@ -303,6 +303,24 @@ impl Dataset {
         if n == 0 {
             bail!("the dataset holds no transitions (N = 0)");
         }
+        if let &[_, c, h, w] = obs.shape.as_slice() {
+            // [N, H, W, C] read as [N, C, H, W]: frames of 84 "channels" 3 pixels wide.
+            if c > MAX_CHANNELS_LAST_GUESS && matches!(w, 1 | 3 | 4) && h > w {
+                bail!(
+                    "key `observations`: shape {:?} looks like images stored channels-last \
+                     [N, H, W, C]; laq reads images as [N, C, H, W] (numpy: \
+                     `x.transpose(0, 3, 1, 2)`)",
+                    obs.shape
+                );
+            }
+        }
+        if obs.shape[1..].contains(&0) {
+            bail!(
+                "key `observations`: shape {:?} has a dimension of 0, so its rows hold no \
+                 values",
+                obs.shape
+            );
+        }
         if next.shape != obs.shape {
             bail!(
                 "key `next_observations`: shape {:?} differs from `observations` {:?}",
@@ -534,6 +552,10 @@ fn row_of(v: &[f32], d: usize, i: usize) -> &[f32] {
     &v[i * d..(i + 1) * d]
 }
 
+/// Image channels above which a frame 1, 3 or 4 pixels wide is taken for a channels-last
+/// one (colour frames of up to 4 stacked RGB images have 12).
+const MAX_CHANNELS_LAST_GUESS: usize = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -599,6 +621,32 @@ mod tests {
         m.insert("rewardz".into(), RawArray::from_f32(vec![2], &[0.0, 0.0]));
         let e = Dataset::from_arrays(m).unwrap_err().to_string();
         assert!(e.contains("rewardz"), "{e}");
+
+        // Frames stored channels-last.
+        let mut m = tiny().to_arrays();
+        for k in ["observations", "next_observations"] {
+            m.insert(
+                k.into(),
+                RawArray::from_f32(vec![2, 32, 32, 3], &[0.0; 6144]),
+            );
+        }
+        let e = Dataset::from_arrays(m).unwrap_err().to_string();
+        assert!(
+            e.contains("channels-last") && e.contains("[2, 32, 32, 3]"),
+            "{e}"
+        );
+        // Rows of no values (a state of 0 dimensions, an image of 0 channels).
+        for shape in [vec![2, 0], vec![2, 0, 4, 4]] {
+            let mut m = tiny().to_arrays();
+            for k in ["observations", "next_observations"] {
+                m.insert(k.into(), RawArray::from_f32(shape.clone(), &[]));
+            }
+            let e = Dataset::from_arrays(m).unwrap_err().to_string();
+            assert!(
+                e.contains("observations") && e.contains("dimension of 0"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -159,6 +159,10 @@ pub fn horizon_gamma(data: &Dataset) -> f64 {
     (1.0 - 1.0 / h).clamp(0.99, 0.995)
 }
 
+/// The most latent actions a run may mine (the paper uses 8 to 16): each one is a
+/// forward-model output and a Q-value of every state.
+pub const MAX_LATENT_ACTIONS: usize = 1024;
+
 /// Target-network copies in a deep Q-learning run on continuous states (see
 /// [`q_schedule`]).
 pub const TARGET_COPIES: usize = 30;
@@ -249,6 +253,121 @@ impl TrainConfig {
         paths::fewest_steps(data, self.ways_pace)
     }
 
+    /// An error naming the first setting out of its range: a Q-learning discount of 1.5
+    /// or a layer of 0 units would otherwise fail deep inside training, or train a
+    /// model that cannot be read.
+    ///
+    /// ```
+    /// use laq::run::config::TrainConfig;
+    /// assert!(TrainConfig::default().check().is_ok());
+    /// let mut cfg = TrainConfig::default();
+    /// cfg.dqn.gamma = 1.5;
+    /// let e = cfg.check().unwrap_err().to_string();
+    /// assert!(e.contains("dqn.gamma"), "{e}");
+    /// ```
+    pub fn check(&self) -> Result<()> {
+        let m = &self.mining;
+        let (t, q, f, d) = (&self.tabular, &self.dqn, &self.distill, &self.density);
+        let counts = [
+            ("mining.latent_actions", m.latent_actions),
+            ("mining.embedding", m.embedding),
+            ("mining.batch_size", m.batch_size),
+            ("mining.steps", m.steps),
+            ("mining.restarts", m.restarts),
+            ("tabular.passes", t.passes),
+            ("dqn.batch_size", q.batch_size),
+            ("dqn.steps", q.steps),
+            ("dqn.target_update", q.target_update),
+            ("dqn.checkpoints", q.checkpoints),
+            ("distill.steps", f.steps),
+            ("density.components", d.components),
+            ("density.iterations", d.iterations),
+            ("ensemble", self.ensemble),
+        ];
+        for (key, n) in counts {
+            anyhow::ensure!(n >= 1, "setting `{key}` must be at least 1, not {n}");
+        }
+        anyhow::ensure!(
+            m.latent_actions <= MAX_LATENT_ACTIONS,
+            "setting `mining.latent_actions` must be at most {MAX_LATENT_ACTIONS}, not {}",
+            m.latent_actions
+        );
+        if let Some(0) = self.top_actions {
+            anyhow::bail!("setting `top_actions` must be at least 1 (or absent: all labels)");
+        }
+        let layers = [
+            ("mining.encoder", &m.encoder),
+            ("mining.decoder", &m.decoder),
+            ("mining.conv.channels", &m.conv.channels),
+            ("dqn.hidden", &q.hidden),
+            ("dqn.conv.channels", &q.conv.channels),
+            ("distill.hidden", &f.hidden),
+        ];
+        for (key, sizes) in layers {
+            if let Some(z) = sizes.iter().position(|&n| n == 0) {
+                anyhow::bail!("setting `{key}` has a layer of 0 units (entry {z} of {sizes:?})");
+            }
+        }
+        let ranges = [
+            ("tabular.gamma", t.gamma, 0.0, 1.0, false),
+            ("dqn.gamma", q.gamma, 0.0, 1.0, false),
+            ("dqn.lambda", q.lambda, 0.0, 1.0, true),
+            ("dqn.bcq_threshold", q.bcq_threshold, 0.0, 1.0, true),
+            ("mining.screen", m.screen, 0.0, 1.0, true),
+            ("mining.split_until", m.split_until, 0.0, 1.0, true),
+        ];
+        for (key, x, lo, hi, closed) in ranges {
+            let ok = x >= lo && (x < hi || (closed && x == hi));
+            let end = if closed { ']' } else { ')' };
+            anyhow::ensure!(ok, "setting `{key}` must be in [{lo}, {hi}{end}, not {x}");
+        }
+        for (i, &x) in m.lr_drops.iter().enumerate() {
+            anyhow::ensure!(
+                (0.0..=1.0).contains(&x),
+                "setting `mining.lr_drops` holds {x} (entry {i}): each is a fraction of the \
+                 steps, in [0, 1]"
+            );
+        }
+        let open = [
+            ("dqn.expectile", q.expectile, 0.0, 1.0),
+            ("density.percentile", d.percentile, 0.0, 100.0),
+        ];
+        for (key, x, lo, hi) in open {
+            anyhow::ensure!(
+                x > lo && x < hi,
+                "setting `{key}` must lie strictly between {lo} and {hi}, not {x}"
+            );
+        }
+        let rates = [
+            ("mining.lr", m.lr),
+            ("tabular.lr", t.lr),
+            ("dqn.lr", q.lr),
+            ("distill.lr", f.lr),
+        ];
+        for (key, x) in rates {
+            anyhow::ensure!(
+                x > 0.0 && x.is_finite(),
+                "setting `{key}` must be a finite number above 0, not {x}"
+            );
+        }
+        let weights = [
+            ("mining.weight_decay", m.weight_decay),
+            ("dqn.cql_alpha", q.cql_alpha),
+        ];
+        for (key, x) in weights {
+            anyhow::ensure!(
+                x >= 0.0 && x.is_finite(),
+                "setting `{key}` must be a finite number of at least 0, not {x}"
+            );
+        }
+        if let Some(p) = self.ways_pace.filter(|p| !(*p > 0.0 && *p <= 100.0)) {
+            anyhow::bail!(
+                "setting `ways_pace` must be a percentile above 0 and at most 100, not {p}"
+            );
+        }
+        Ok(())
+    }
+
     /// The settings as TOML, every key present (`laq config default`).
     pub fn to_toml(&self) -> Result<String> {
         Ok(toml::to_string(self)?)
@@ -320,12 +439,26 @@ impl TrainConfig {
     ///
     /// Any image size trains: each convolution halves the side, rounding down. Frames
     /// larger than 96 pixels on a side get a fourth convolution (210x160 Atari frames end
-    /// at 13x10 instead of 26x20), so the fully connected head stays small.
+    /// at 13x10 instead of 26x20), so the fully connected head stays small; frames under 8
+    /// pixels get fewer than three.
+    ///
+    /// ```
+    /// use laq::run::config::TrainConfig;
+    /// assert_eq!(TrainConfig::images(&[3, 210, 160]).dqn.conv.channels.len(), 4);
+    /// assert_eq!(TrainConfig::images(&[3, 7, 7]).mining.conv.channels.len(), 2);
+    /// assert_eq!(TrainConfig::images(&[1, 2, 9]).dqn.conv.channels.len(), 1);
+    /// ```
     pub fn images(shape: &[usize]) -> Self {
         let mut cfg = TrainConfig::default();
         if shape.iter().skip(1).any(|&side| side > 96) {
             cfg.mining.conv.channels.push(32);
             cfg.dqn.conv.channels.push(32);
+        }
+        // Frames under 8 pixels on a side take fewer layers: one pixel must be left.
+        let short = shape.iter().skip(1).copied().min().unwrap_or(0);
+        while cfg.dqn.conv.channels.len() > 1 && short >> cfg.dqn.conv.channels.len() == 0 {
+            cfg.mining.conv.channels.pop();
+            cfg.dqn.conv.channels.pop();
         }
         cfg.mining.embedding = 16;
         cfg.mining.batch_size = 32;

@@ -89,11 +89,24 @@ pub fn launch(
     }
     let cfg = match saved {
         Some(cfg) => cfg,
-        None => TrainConfig {
-            read,
-            ..settings(TrainConfig::for_data(&data))?
-        },
+        None => {
+            let cfg = settings(TrainConfig::for_data(&data))?;
+            // The data was read as the command line says; a `[read]` of other settings
+            // would be recorded without having been applied.
+            if cfg.read != ReadOptions::default() && cfg.read != read {
+                bail!(
+                    "the settings' `[read]` ({:?}) differs from how {} was read ({:?}): \
+                     give --reward and --obs-keys on the command line",
+                    cfg.read,
+                    data_path.display(),
+                    read
+                );
+            }
+            TrainConfig { read, ..cfg }
+        }
     };
+    cfg.check()
+        .with_context(|| format!("settings of the run in {}", out.display()))?;
     log::info!(
         "{} transitions, observation shape {:?}",
         data.len(),

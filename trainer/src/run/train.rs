@@ -22,7 +22,7 @@ pub struct Trained {
     pub table: Option<Table>,
     /// The runtime's model (`value.safetensors`).
     pub model: ValueModel,
-    /// The deep Q-network (DQN, BCQ, CQL) behind the exported V: of two from different
+    /// The deep Q-network (DQN, BCQ, CQL, IQL) behind the exported V: of two from different
     /// seeds, the one the checks prefer, as trained; of an ensemble, the network fitted to
     /// its members' mean V (the exported one; `q_loss` is its first member's).
     pub qnet: Option<QNetwork>,
@@ -49,9 +49,7 @@ pub fn train(
     device: &Device,
     mut ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
-    if let Some(p) = cfg.ways_pace.filter(|p| !(*p > 0.0 && *p <= 100.0)) {
-        anyhow::bail!("`ways_pace` must be a percentile above 0 and at most 100, not {p}");
-    }
+    cfg.check()?;
     let mut timings = vec![];
     let t = Instant::now();
     let labelled = match ckpt.as_deref().map(|c| restore_labels(c.done())) {
@@ -375,7 +373,11 @@ pub fn train(
                 Agreement::Halves((a, b)) => Some((a.as_slice(), b.as_slice())),
             };
             let final_max = final_max_return(cfg, max_return);
-            let trust = judge(&values, pair, &judged, chosen_at, final_max);
+            let mut trust = judge(&values, pair, &judged, chosen_at, final_max);
+            if let Some(c) = chosen_at {
+                let failed: Vec<usize> = candidates.iter().map(|k| k.checks_failed).collect();
+                trust = trust.with(trust::choice_holds(&failed, c));
+            }
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64() - exporting));
             let seeds: Vec<String> = judged
                 .iter()

@@ -66,6 +66,49 @@ impl Trust {
     pub fn failed(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| !c.pass)
     }
+
+    /// This verdict with one more check: doubtful if it fails.
+    pub fn with(mut self, check: Check) -> Trust {
+        if !check.pass {
+            self.verdict = Verdict::Doubtful;
+        }
+        self.checks.push(check);
+        self
+    }
+}
+
+/// The check that the checkpoint chosen by the checks is not a lone pass: of the
+/// checkpoints from the chosen one to the last (`failed`, the number of checks each fails,
+/// in order), at least half pass every check. Choosing among many checkpoints by the
+/// checks and then judging the choice by the same checks favours a pass; Q-learning
+/// after the chosen checkpoint continues from it, so a V whose checks hold only there
+/// passed by the chance of the choice.
+///
+/// ```
+/// use laq::run::trust::choice_holds;
+/// // Chosen at the seventh of ten checkpoints, the three after it failing a check each.
+/// let c = choice_holds(&[2, 4, 2, 2, 1, 2, 0, 1, 1, 1], 6);
+/// assert!(!c.pass && c.value == 0.25);
+/// // One of the last two passing is enough.
+/// assert!(choice_holds(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 8).pass);
+/// ```
+pub fn choice_holds(failed: &[usize], chosen: usize) -> Check {
+    let after = failed.get(chosen..).unwrap_or_default();
+    let passing = after.iter().filter(|&&f| f == 0).count();
+    let share = passing as f64 / after.len().max(1) as f64;
+    check(
+        "choice_holds",
+        share,
+        0.5,
+        share >= 0.5,
+        format!(
+            "the exported checkpoint was chosen by these checks among {}; {passing} of the {} \
+             checkpoints from it to the last pass every check: a V that passes where the \
+             later ones fail passed by the chance of being chosen among many",
+            failed.len(),
+            after.len()
+        ),
+    )
 }
 
 impl fmt::Display for Trust {

@@ -17,7 +17,9 @@
 //!   discounted by their steps ([`Planner`]), and the first macro of the best is executed;
 //!   **spl_greedy** plans one macro ahead, as the paper. Success is reaching G_near, the
 //!   optimal goal (ending at G_far is a failure, as in the paper's optimal-goal SPL); the
-//!   reference length is the geodesic distance to G_near.
+//!   reference length is the geodesic distance to G_near. Once per study,
+//!   **spl_optimal** and **spl_greedy_optimal** are those of V* itself on the same
+//!   starts ([`Planner::by_pose`]): what any V can give with these macro-actions.
 //!
 //! The data's behaviour mostly goes to the far goal or reaches the near one by a long
 //! detour, so a value that merely evaluates the behaviour (one action label) prefers the
@@ -153,6 +155,14 @@ pub struct NavStudy {
     /// shows. `None` where the data has no ways (or in a study written before this).
     #[serde(default)]
     pub ways_vs_optimal: Option<f64>,
+    /// SPL of guidance by V* itself (the map's exact values, the same starts), planning
+    /// `lookahead` macro-actions ahead: the most any V can give with these macro-actions,
+    /// whose corridors are longer than the geodesic. `None` in a study written before it.
+    #[serde(default)]
+    pub spl_optimal: Option<f64>,
+    /// The same, greedily (one macro-action ahead).
+    #[serde(default)]
+    pub spl_greedy_optimal: Option<f64>,
     pub transitions: usize,
     /// Distinct poses among the dataset states (purity's state count).
     pub poses: usize,
@@ -249,6 +259,17 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         .collect();
     let ways_vs_optimal = ways_against(&cfg.train, &data, &idx, &v_star);
     let renderer = Renderer::new(cfg.size, cfg.size)?;
+    let (spl_optimal, spl_greedy_optimal) = {
+        let value = |p: Pose| env.optimal_value(p) as f32;
+        let mut planner = Planner::by_pose(&env, value, &renderer, env.gamma);
+        let ahead = guided(&mut planner, cfg, cfg.lookahead)?.spl;
+        let greedy = guided(&mut planner, cfg, 1)?.spl;
+        log::info!(
+            "V*'s own guidance: SPL {ahead:.3} ({} ahead; greedy {greedy:.3})",
+            cfg.lookahead
+        );
+        (ahead, greedy)
+    };
     let mut methods = BTreeMap::new();
     let mut sources = vec![];
     // The ground-truth-action V is the reference of every source's Spearman: train it
@@ -356,6 +377,8 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         methods,
         reference_vs_optimal,
         ways_vs_optimal,
+        spl_optimal: Some(spl_optimal),
+        spl_greedy_optimal: Some(spl_greedy_optimal),
         transitions: n,
         poses,
         obs_shape: data.obs_shape.clone(),
@@ -513,8 +536,8 @@ pub struct Trip {
 /// again, or navigating again at another lookahead, costs nothing.
 pub struct Planner<'a> {
     env: &'a Nav,
-    /// V of frames, row-major ([`QNetwork::values`]).
-    value: Box<dyn Fn(&[f32]) -> Result<Vec<f32>> + 'a>,
+    /// V of views: their poses, and their frames row-major ([`QNetwork::values`]).
+    value: Box<dyn Fn(&[Pose], &[f32]) -> Result<Vec<f32>> + 'a>,
     renderer: &'a Renderer,
     gamma: f64,
     options: HashMap<Pose, Rc<[Macro]>>,
@@ -532,7 +555,27 @@ impl<'a> Planner<'a> {
     ) -> Self {
         Planner {
             env,
-            value: Box::new(value),
+            value: Box::new(move |_: &[Pose], frames: &[f32]| value(frames)),
+            renderer,
+            gamma,
+            options: HashMap::new(),
+            values: HashMap::new(),
+        }
+    }
+
+    /// Guidance by `value`, V of a view's pose: what a value function that sees the map
+    /// rather than the frames would do (V* itself, say).
+    pub fn by_pose(
+        env: &'a Nav,
+        value: impl Fn(Pose) -> f32 + 'a,
+        renderer: &'a Renderer,
+        gamma: f64,
+    ) -> Self {
+        Planner {
+            env,
+            value: Box::new(move |poses: &[Pose], _: &[f32]| {
+                Ok(poses.iter().map(|&p| value(p)).collect())
+            }),
             renderer,
             gamma,
             options: HashMap::new(),
@@ -622,7 +665,7 @@ impl<'a> Planner<'a> {
             }
         }
         if !poses.is_empty() {
-            let v = (self.value)(&views)?;
+            let v = (self.value)(&poses, &views)?;
             self.values.extend(poses.into_iter().zip(v));
         }
         Ok(())
@@ -720,6 +763,14 @@ impl NavStudy {
                  never shows)\n"
             );
         }
+        if let (Some(ahead), Some(greedy)) = (self.spl_optimal, self.spl_greedy_optimal) {
+            s += &format!(
+                "V*'s own guidance (the map's exact values, the same starts): SPL {ahead:.3} \
+                 ({} ahead; greedy {greedy:.3}), the most any V can give with these \
+                 macro-actions\n",
+                self.config.lookahead
+            );
+        }
         s += &format!(
             "\nverdicts (each source's run's own, no ground truth; right when trusted iff V* >= {TRUSTED_AT}):\n"
         );
@@ -731,10 +782,18 @@ impl NavStudy {
                 format!(" ({})", r.failed_checks.join(", "))
             };
             let right = (v == Verdict::Trusted) == (r.spearman_optimal >= TRUSTED_AT);
+            // What V is for: how it guides beside V* itself.
+            let use_ = self.spl_optimal.map_or(String::new(), |o| {
+                format!(
+                    "; guides {} ahead at SPL {:.3}, V*'s own {o:.3}",
+                    self.config.lookahead, r.spl
+                )
+            });
             s += &format!(
-                "{k:<10} {}{why}: {}\n",
+                "{k:<10} {}{why}: {} (V* {:.3}){use_}\n",
                 v.name(),
-                if right { "right" } else { "wrong" }
+                if right { "right" } else { "wrong" },
+                r.spearman_optimal
             );
         }
         s
@@ -818,6 +877,25 @@ mod tests {
         assert!(greedy_near < 20, "{greedy_near} of 20");
     }
 
+    /// V* itself guides to G_near from every start, greedily and three ahead, at an SPL
+    /// short of 1 by the macro-actions' corridors alone: the ceiling the study reports.
+    #[test]
+    fn v_star_guides_from_every_start_short_of_spl_one() {
+        let env = Nav::branching().unwrap();
+        let renderer = Renderer::new(8, 8).unwrap();
+        let cfg = NavStudyConfig {
+            spl_episodes: 30,
+            ..Default::default()
+        };
+        let value = |p: Pose| env.optimal_value(p) as f32;
+        let mut planner = Planner::by_pose(&env, value, &renderer, env.gamma);
+        for lookahead in [1, LOOKAHEAD] {
+            let g = guided(&mut planner, &cfg, lookahead).unwrap();
+            assert_eq!(g.success, 1.0, "{lookahead} ahead");
+            assert!(g.spl > 0.8 && g.spl < 0.97, "{lookahead} ahead: {}", g.spl);
+        }
+    }
+
     /// The poses lie on a lattice, so with enough episodes the frames recur and the data
     /// has ways to the goals, whose value ranks the states like V* without reaching it:
     /// the data rarely shows the shortcut to the near goal.
@@ -871,6 +949,10 @@ mod tests {
         // Six episodes' frames recur too rarely for ways through them.
         assert_eq!(r.ways_vs_optimal, None);
         assert!(!r.report().contains("fewest steps to a reward against V*"));
+        // V*'s own guidance is measured whatever the data.
+        let optimal = r.spl_optimal.zip(r.spl_greedy_optimal).unwrap();
+        assert!((0.0..=1.0).contains(&optimal.0) && (0.0..=1.0).contains(&optimal.1));
+        assert!(r.report().contains("V*'s own guidance"));
         // Twenty steps of Q-learning are not a V to trust, and the run says which checks
         // tell.
         assert_eq!(v["methods"]["latent"]["verdict"], "doubtful");
@@ -879,6 +961,13 @@ mod tests {
         let report = r.report();
         let line = format!("latent     doubtful ({})", failed.join(", "));
         assert!(report.contains(&line), "{report}");
+        // Each verdict stands beside how its V guides, and how V* itself does.
+        let verdict = report.lines().find(|l| l.starts_with(&line)).unwrap();
+        let own = format!("V*'s own {:.3}", optimal.0);
+        assert!(
+            verdict.contains("guides 3 ahead at SPL") && verdict.ends_with(&own),
+            "{verdict}"
+        );
         assert_eq!(run.sources.len(), 2);
         let map = &run.sources[0].map;
         assert!(map.values.iter().any(|v| v.is_some()) && map.values.iter().any(|v| v.is_none()));
