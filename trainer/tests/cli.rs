@@ -808,6 +808,12 @@ fn outputs_never_replace_inputs_and_settings_are_checked() {
     assert!(!Path::new(&int8).exists());
     assert_eq!(std::fs::read(p("g.npz")).unwrap(), data);
     assert_eq!(std::fs::read(p("m.safetensors")).unwrap(), model);
+    // Rewards taken from a key the dataset needs too keep that key.
+    let text = ok(&["inspect", &g, "--reward", "terminals"]);
+    assert!(
+        text.contains("episodes: 20 ") && text.contains("20 terminals"),
+        "{text}"
+    );
     // A discount of 1.5 in a settings file names the setting; no run directory is left.
     let text = ok(&["config", "default"]).replace("gamma = 0.99", "gamma = 1.5");
     std::fs::write(p("bad.toml"), text).unwrap();

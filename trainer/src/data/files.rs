@@ -116,6 +116,10 @@ fn read_npz(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
             .with_context(|| format!("cannot decompress `{name}`"))?;
         let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
         let arr = parse_npy(&buf).with_context(|| format!("key `{key}`"))?;
+        // An archive may hold a name twice; which one is meant cannot be told.
+        if out.contains_key(&key) {
+            bail!("key `{key}` appears more than once in the archive");
+        }
         out.insert(key, arr);
     }
     Ok(out)

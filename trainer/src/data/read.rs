@@ -147,6 +147,10 @@ fn is_hdf5(path: &Path) -> Result<bool> {
     )
 }
 
+/// Keys of the dataset format that stay in the dataset when the rewards are taken from
+/// them.
+const KEPT: [&str; 3] = ["terminals", "timeouts", "next_missing"];
+
 /// Reads the dataset at `path` in any supported format, as `opts` says.
 pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
     if import::lerobot::is_lerobot(path) {
@@ -184,7 +188,12 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
         let mut arrays = read_arrays(path)?;
         if let RewardSource::Key(k) = &opts.reward {
             if k != "rewards" {
-                let Some(r) = arrays.remove(k) else {
+                // A key the dataset needs as well (`terminals`, say) is copied, not taken.
+                let r = match arrays.get(k) {
+                    Some(a) if KEPT.contains(&k.as_str()) => Some(a.clone()),
+                    _ => arrays.remove(k),
+                };
+                let Some(r) = r else {
                     bail!(
                         "{}: no key `{k}` to take the rewards from (keys present: {:?})",
                         path.display(),

@@ -50,6 +50,22 @@ pub fn train(
     mut ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
     cfg.check()?;
+    // Squared errors of returns beyond this overflow f32 and training ends in NaN.
+    for gamma in [cfg.dqn.gamma, cfg.tabular.gamma] {
+        let (lo, hi) = qlearn::return_bounds(data, gamma);
+        let largest = lo.abs().max(hi.abs());
+        if largest.is_nan() || largest > MAX_RETURN {
+            anyhow::bail!(
+                "the rewards (from {:e} to {:e}) allow returns of {largest:e} at gamma {gamma}, \
+                 too large for f32 training (at most {MAX_RETURN:e}): scale the rewards down",
+                data.rewards.iter().copied().fold(f32::INFINITY, f32::min),
+                data.rewards
+                    .iter()
+                    .copied()
+                    .fold(f32::NEG_INFINITY, f32::max)
+            );
+        }
+    }
     let mut timings = vec![];
     let t = Instant::now();
     let labelled = match ckpt.as_deref().map(|c| restore_labels(c.done())) {
@@ -419,6 +435,9 @@ pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
     info.insert("seed".to_string(), cfg.seed.to_string());
     info
 }
+
+/// The largest return a run trains on: squared errors of larger ones overflow f32.
+pub const MAX_RETURN: f32 = 1e12;
 
 /// States a fitted V, the one-norm head and the density gate are fitted on, at most.
 const FIT_STATES: usize = 20_000;
@@ -839,6 +858,26 @@ mod tests {
         cfg.dqn.steps = 300;
         cfg.dqn.target_update = 50;
         (data, cfg)
+    }
+
+    /// Rewards whose returns overflow f32 training, and settings out of range, are refused
+    /// before any training, naming what is wrong.
+    #[test]
+    fn huge_rewards_and_bad_settings_are_refused_up_front() {
+        let (mut data, cfg) = small_maze();
+        let mut bad = cfg.clone();
+        bad.mining.latent_actions = 0;
+        let e = train(&data, &bad, &Device::Cpu, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("mining.latent_actions"), "{e}");
+        data.rewards[7] = 1e38;
+        let e = train(&data, &cfg, &Device::Cpu, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("scale the rewards") && e.contains("1e38"), "{e}");
     }
 
     /// A kill right after any checkpoint (mid-screening, mid-mining, mid-Q-learning, BCQ
