@@ -62,14 +62,26 @@ pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
 const QNET: &str = "a trainer-only Q-network file (`laq-qnet`, from `QNetwork::save`), which \
     the runtime does not read; `laq predict` scores a run's `value.safetensors`";
 
-/// Writes `index,obs_0..obs_{D-1},value` rows; returns the number of rows.
+/// Writes `index,obs_0..obs_{D-1},value` rows; returns the number of rows. `index` counts
+/// the rows as read: where reading left rows of the source out, it says so, since the
+/// index then differs from the source's row.
 pub fn predict_csv(
     model: &Path,
     data: &Path,
     read: &crate::data::read::ReadOptions,
     out: &Path,
 ) -> Result<usize> {
-    let data = crate::data::read::read(data, read)?.data;
+    let path = data;
+    let loaded = crate::data::read::read(path, read)?;
+    if loaded.dropped > 0 {
+        log::warn!(
+            "{}: the CSV's `index` counts the {} rows read, not the source's {} rows",
+            path.display(),
+            loaded.data.len(),
+            loaded.data.len() + loaded.dropped
+        );
+    }
+    let data = loaded.data;
     let v = values(model, &data)?;
     let d = data.obs_dim();
     let mut s = String::from("index");

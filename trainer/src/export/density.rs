@@ -50,6 +50,16 @@ impl Default for DensityConfig {
     }
 }
 
+impl DensityConfig {
+    /// An error where `dims` names a dimension that states of `d` values lack.
+    pub fn check_dims(&self, d: usize) -> Result<()> {
+        if let Some(&bad) = self.dims.iter().find(|&&g| g >= d) {
+            bail!("density.dims names dimension {bad}, but states have {d}");
+        }
+        Ok(())
+    }
+}
+
 /// Variance floor, relative to each dimension's variance over the data: keeps a component
 /// from collapsing onto a few identical states.
 const VARIANCE_FLOOR: f64 = 1e-4;
@@ -64,9 +74,7 @@ impl DensityGate {
         if n == 0 || cfg.components == 0 {
             bail!("a density gate needs states and at least one component");
         }
-        if let Some(&bad) = cfg.dims.iter().find(|&&g| g >= d) {
-            bail!("density.dims names dimension {bad}, but states have {d}");
-        }
+        cfg.check_dims(d)?;
         let dims: Vec<usize> = if cfg.dims.is_empty() {
             (0..d).collect()
         } else {

@@ -368,6 +368,25 @@ impl TrainConfig {
         Ok(())
     }
 
+    /// [`TrainConfig::check`], and an error where the settings do not fit `data`: a
+    /// density gate over dimensions its states lack, or a head or gate for images (both
+    /// read vector states). Found before training rather than at export.
+    pub fn check_for(&self, data: &Dataset) -> Result<()> {
+        self.check()?;
+        let gate = self.density.enabled;
+        if data.is_image() && (gate || self.head != ValueHead::MaxQ) {
+            anyhow::bail!(
+                "the one-norm head and the density gate apply to vector states; this data has \
+                 images {:?}",
+                data.obs_shape
+            );
+        }
+        if gate {
+            self.density.check_dims(data.obs_dim())?;
+        }
+        Ok(())
+    }
+
     /// The settings as TOML, every key present (`laq config default`).
     pub fn to_toml(&self) -> Result<String> {
         Ok(toml::to_string(self)?)

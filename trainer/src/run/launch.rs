@@ -105,7 +105,7 @@ pub fn launch(
             TrainConfig { read, ..cfg }
         }
     };
-    cfg.check()
+    cfg.check_for(&data)
         .with_context(|| format!("settings of the run in {}", out.display()))?;
     log::info!(
         "{} transitions, observation shape {:?}",

@@ -49,7 +49,7 @@ pub fn train(
     device: &Device,
     mut ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
-    cfg.check()?;
+    cfg.check_for(data)?;
     // Squared errors of returns beyond this overflow f32 and training ends in NaN.
     for gamma in [cfg.dqn.gamma, cfg.tabular.gamma] {
         let (lo, hi) = qlearn::return_bounds(data, gamma);
@@ -454,13 +454,7 @@ fn finish(
     if cfg.head == ValueHead::MaxQ && !cfg.density.enabled {
         return Ok(model);
     }
-    if data.is_image() {
-        anyhow::bail!(
-            "the one-norm head and the density gate apply to vector states; this data has \
-             images {:?}",
-            data.obs_shape
-        );
-    }
+    // Images were refused up front (`TrainConfig::check_for`).
     let d = data.obs_dim();
     let step = (data.len() / FIT_STATES).max(1);
     let states: Vec<f32> = (0..data.len())
@@ -872,6 +866,14 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("mining.latent_actions"), "{e}");
+        let mut bad = cfg.clone();
+        bad.density.enabled = true;
+        bad.density.dims = vec![0, 9];
+        let e = train(&data, &bad, &Device::Cpu, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("density.dims names dimension 9"), "{e}");
         data.rewards[7] = 1e38;
         let e = train(&data, &cfg, &Device::Cpu, None)
             .err()
