@@ -107,6 +107,9 @@ fn read_safetensors(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
 fn read_npz(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
     let mut zip =
         zip::ZipArchive::new(std::io::Cursor::new(bytes)).context("not a valid .npz (zip) file")?;
+    if zip.has_duplicate_names() {
+        bail!("the archive holds a name more than once; which one is meant cannot be told");
+    }
     let mut out = BTreeMap::new();
     for i in 0..zip.len() {
         let mut f = zip.by_index(i)?;
@@ -267,4 +270,31 @@ fn npz_bytes(arrays: &BTreeMap<String, RawArray>) -> Result<Vec<u8>> {
         zw.finish()?;
     }
     Ok(cursor.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key an archive holds twice, by one name or as `rewards.npy` and `rewards`, is
+    /// refused: which one is meant cannot be told.
+    #[test]
+    fn a_key_held_twice_is_refused() {
+        let a = RawArray::from_f32(vec![2], &[0.0, 1.0]);
+        let mut cursor = std::io::Cursor::new(Vec::new());
+        {
+            let mut zw = zip::ZipWriter::new(&mut cursor);
+            let opts = zip::write::SimpleFileOptions::default();
+            for name in ["rewards.npy", "rewards"] {
+                zw.start_file(name, opts).unwrap();
+                zw.write_all(&npy_bytes(&a)).unwrap();
+            }
+            zw.finish().unwrap();
+        }
+        let e = read_npz(cursor.get_ref()).unwrap_err().to_string();
+        assert!(
+            e.contains("`rewards`") && e.contains("more than once"),
+            "{e}"
+        );
+    }
 }
