@@ -67,11 +67,10 @@ const QNET: &str = "a trainer-only Q-network file (`laq-qnet`, from `QNetwork::s
 /// index then differs from the source's row.
 pub fn predict_csv(
     model: &Path,
-    data: &Path,
+    path: &Path,
     read: &crate::data::read::ReadOptions,
     out: &Path,
 ) -> Result<usize> {
-    let path = data;
     let loaded = crate::data::read::read(path, read)?;
     if loaded.dropped > 0 {
         log::warn!(

@@ -163,6 +163,9 @@ pub fn horizon_gamma(data: &Dataset) -> f64 {
 /// forward-model output and a Q-value of every state.
 pub const MAX_LATENT_ACTIONS: usize = 1024;
 
+/// The largest return a run trains on: squared errors of larger ones overflow f32.
+pub const MAX_RETURN: f32 = 1e12;
+
 /// Target-network copies in a deep Q-learning run on continuous states (see
 /// [`q_schedule`]).
 pub const TARGET_COPIES: usize = 30;
@@ -369,8 +372,9 @@ impl TrainConfig {
     }
 
     /// [`TrainConfig::check`], and an error where the settings do not fit `data`: a
-    /// density gate over dimensions its states lack, or a head or gate for images (both
-    /// read vector states). Found before training rather than at export.
+    /// density gate over dimensions its states lack, a head or gate for images (both read
+    /// vector states), or rewards whose returns exceed [`MAX_RETURN`]. Found before any
+    /// file is written rather than at export or in NaN losses.
     pub fn check_for(&self, data: &Dataset) -> Result<()> {
         self.check()?;
         let gate = self.density.enabled;
@@ -383,6 +387,22 @@ impl TrainConfig {
         }
         if gate {
             self.density.check_dims(data.obs_dim())?;
+        }
+        // Squared errors of larger returns overflow f32 and training ends in NaN.
+        for gamma in [self.dqn.gamma, self.tabular.gamma] {
+            let (lo, hi) = qlearn::return_bounds(data, gamma);
+            let largest = lo.abs().max(hi.abs());
+            if largest.is_nan() || largest > MAX_RETURN {
+                let (min, max) = data
+                    .rewards
+                    .iter()
+                    .fold((0f32, 0f32), |(a, b), &r| (a.min(r), b.max(r)));
+                anyhow::bail!(
+                    "rewards from {min:e} to {max:e} allow returns of {largest:e} at gamma \
+                     {gamma}, too large for f32 training (at most {MAX_RETURN:e}): scale the \
+                     rewards down"
+                );
+            }
         }
         Ok(())
     }

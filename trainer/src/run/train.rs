@@ -50,22 +50,6 @@ pub fn train(
     mut ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
     cfg.check_for(data)?;
-    // Squared errors of returns beyond this overflow f32 and training ends in NaN.
-    for gamma in [cfg.dqn.gamma, cfg.tabular.gamma] {
-        let (lo, hi) = qlearn::return_bounds(data, gamma);
-        let largest = lo.abs().max(hi.abs());
-        if largest.is_nan() || largest > MAX_RETURN {
-            anyhow::bail!(
-                "the rewards (from {:e} to {:e}) allow returns of {largest:e} at gamma {gamma}, \
-                 too large for f32 training (at most {MAX_RETURN:e}): scale the rewards down",
-                data.rewards.iter().copied().fold(f32::INFINITY, f32::min),
-                data.rewards
-                    .iter()
-                    .copied()
-                    .fold(f32::NEG_INFINITY, f32::max)
-            );
-        }
-    }
     let mut timings = vec![];
     let t = Instant::now();
     let labelled = match ckpt.as_deref().map(|c| restore_labels(c.done())) {
@@ -435,9 +419,6 @@ pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
     info.insert("seed".to_string(), cfg.seed.to_string());
     info
 }
-
-/// The largest return a run trains on: squared errors of larger ones overflow f32.
-pub const MAX_RETURN: f32 = 1e12;
 
 /// States a fitted V, the one-norm head and the density gate are fitted on, at most.
 const FIT_STATES: usize = 20_000;

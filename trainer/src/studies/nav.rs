@@ -553,14 +553,8 @@ impl<'a> Planner<'a> {
         renderer: &'a Renderer,
         gamma: f64,
     ) -> Self {
-        Planner {
-            env,
-            value: Box::new(move |_: &[Pose], frames: &[f32]| value(frames)),
-            renderer,
-            gamma,
-            options: HashMap::new(),
-            values: HashMap::new(),
-        }
+        let value = move |_: &[Pose], frames: &[f32]| value(frames);
+        Planner::with(env, Box::new(value), renderer, gamma)
     }
 
     /// Guidance by `value`, V of a view's pose: what a value function that sees the map
@@ -571,11 +565,19 @@ impl<'a> Planner<'a> {
         renderer: &'a Renderer,
         gamma: f64,
     ) -> Self {
+        let value = move |poses: &[Pose], _: &[f32]| Ok(poses.iter().map(|&p| value(p)).collect());
+        Planner::with(env, Box::new(value), renderer, gamma)
+    }
+
+    fn with(
+        env: &'a Nav,
+        value: Box<dyn Fn(&[Pose], &[f32]) -> Result<Vec<f32>> + 'a>,
+        renderer: &'a Renderer,
+        gamma: f64,
+    ) -> Self {
         Planner {
             env,
-            value: Box::new(move |poses: &[Pose], _: &[f32]| {
-                Ok(poses.iter().map(|&p| value(p)).collect())
-            }),
+            value,
             renderer,
             gamma,
             options: HashMap::new(),
