@@ -829,4 +829,11 @@ fn outputs_never_replace_inputs_and_settings_are_checked() {
     ];
     refused(&args, &["gamma", "1.5"]);
     assert!(!Path::new(&run).exists());
+    // A folder of the user's own files is not a run directory: nothing in it is replaced.
+    let own = dir.path().join("own");
+    std::fs::create_dir(&own).unwrap();
+    std::fs::write(own.join("report.md"), "mine").unwrap();
+    let own = own.to_str().unwrap();
+    refused(&["train", "--data", &g, "--out", own], &["own", "run.json"]);
+    assert_eq!(std::fs::read_to_string(p("own/report.md")).unwrap(), "mine");
 }

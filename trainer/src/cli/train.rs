@@ -20,7 +20,8 @@ pub struct TrainArgs {
     pub data: Option<PathBuf>,
     #[command(flatten)]
     pub read: super::ReadArgs,
-    /// Run directory for the model, labels, metrics and summary.
+    /// Run directory for the model, labels, metrics and summary: new, empty, or an
+    /// earlier run (a folder of other files is refused).
     #[arg(long, required_unless_present = "resume")]
     pub out: Option<PathBuf>,
     /// Continue the interrupted run in this directory, with its saved settings and data

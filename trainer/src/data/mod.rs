@@ -432,7 +432,16 @@ impl Dataset {
             let Some(v) = v else { continue };
             if let Some(i) = v.iter().position(|x| !x.is_finite()) {
                 let row = i / (v.len() / n).max(1);
-                bail!("key `{k}`: row {row} holds a non-finite value ({})", v[i]);
+                // f64 values beyond f32's range read as infinite too.
+                let why = if v[i].is_infinite() {
+                    ", or a value beyond f32's range of 3.4e38"
+                } else {
+                    ""
+                };
+                bail!(
+                    "key `{k}`: row {row} holds a non-finite value ({}{why})",
+                    v[i]
+                );
             }
         }
         Ok(Dataset {
@@ -597,6 +606,17 @@ mod tests {
         );
         let e = format!("{:#}", Dataset::from_arrays(m).unwrap_err());
         assert!(e.contains("`rewards`") && e.contains("non-finite"), "{e}");
+
+        // f64 rewards beyond f32's range: said so, not only "inf".
+        let mut m = tiny().to_arrays();
+        let huge = RawArray {
+            dtype: DType::F64,
+            shape: vec![2],
+            bytes: [0.0f64, 1e300].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        m.insert("rewards".into(), huge);
+        let e = format!("{:#}", Dataset::from_arrays(m).unwrap_err());
+        assert!(e.contains("row 1") && e.contains("beyond f32's range"), "{e}");
 
         let mut m = tiny().to_arrays();
         m.insert(

@@ -3,7 +3,7 @@
 //! same data by fingerprint, no silent overwrite of an unfinished run).
 
 use super::config::TrainConfig;
-use super::record::{RunInfo, RunMetrics, CONFIG_FILE};
+use super::record::{RunInfo, RunMetrics, CONFIG_FILE, RUN_FILE};
 use crate::data::read::ReadOptions;
 use crate::stages::checkpoint::{self, Checkpointer};
 use anyhow::{bail, Context, Result};
@@ -54,10 +54,12 @@ pub fn launch(
         }
         Start::Fresh { data, out, .. } => {
             refuse_unfinished(out)?;
+            refuse_foreign(out)?;
             (data.clone(), out.clone(), None)
         }
         Start::Repeat { dir, out } => {
             refuse_unfinished(out)?;
+            refuse_foreign(out)?;
             let run = RunInfo::read(dir)?;
             let path = dir.join(CONFIG_FILE);
             let text = std::fs::read_to_string(&path)
@@ -137,6 +139,27 @@ pub fn launch(
     )?;
     ckpt.finish()?;
     Ok((out, metrics))
+}
+
+/// A run writes `config.toml`, `report.md` and more: among a user's own files it would
+/// replace theirs, so `out` must be new, empty, or a finished run.
+fn refuse_foreign(out: &Path) -> Result<()> {
+    if out.exists() && !out.is_dir() {
+        bail!("{} is a file, not a run directory", out.display());
+    }
+    let mut entries = match std::fs::read_dir(out) {
+        Ok(entries) => entries,
+        Err(_) => return Ok(()),
+    };
+    if entries.next().is_some() && !out.join(RUN_FILE).exists() {
+        bail!(
+            "{} holds files and no run ({} is missing): give a new or empty directory \
+             to --out",
+            out.display(),
+            RUN_FILE
+        );
+    }
+    Ok(())
 }
 
 /// A fresh run must not overwrite one that a kill interrupted.

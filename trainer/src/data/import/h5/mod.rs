@@ -205,9 +205,16 @@ fn read(ds: &hdf5_reader::Dataset, key: &str) -> Result<RawArray> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| anyhow!("key `{key}`: shape {:?} too large", ds.shape()))?;
     // The elements as stored, in the file's byte order, after the filters.
-    let mut bytes = ds
-        .read_raw_bytes()
-        .map_err(|e| anyhow!("key `{key}`: cannot read ({e})"))?;
+    let mut bytes = ds.read_raw_bytes().map_err(|e| {
+        // h5py's own LZF (filter 32000) is its most common compression, not HDF5's.
+        let hint = if e.to_string().contains("filter id 32000") {
+            ": h5py's LZF compression; write the arrays again with \
+                 compression=\"gzip\" or none"
+        } else {
+            ""
+        };
+        anyhow!("key `{key}`: cannot read ({e}){hint}")
+    })?;
     if order == ByteOrder::BigEndian {
         for x in bytes.chunks_exact_mut(dtype.size()) {
             x.reverse();
