@@ -21,6 +21,13 @@ writes V* so).
 
 `--heavy` doubles the joints' damping and halves the actuators' gear. docs/trust.md has
 the figures this data gave.
+
+`frames` draws such a dataset as a camera above the maze would see the ball: two frames
+stacked along channels, the ball now and one step before (its motion), `[N, 2, S, S]`
+u8, the rows, rewards and truth unchanged. Long-horizon image data of another physics:
+
+    python3 scripts/pointmaze.py frames large.npz --size 32 --out large_frames.npz
+    laq train --data large_frames.npz --out run_frames
 """
 import argparse
 import heapq
@@ -152,6 +159,38 @@ def score(a):
     print(f"Spearman {np.corrcoef(ranks(values), ranks(truth))[0, 1]:.3f}")
 
 
+def frames(a):
+    d = np.load(a.data)
+    obs, nxt = d["observations"][:, :2], d["next_observations"][:, :2]
+    term = d["terminals"].astype(bool)
+    tout = d["timeouts"].astype(bool) if "timeouts" in d else np.zeros_like(term)
+    # The position one step before: the row before, where it continues into this one.
+    before = obs.copy()
+    joined = ~term[:-1] & ~tout[:-1] & (np.abs(nxt[:-1] - obs[1:]).max(1) < 1e-6)
+    before[1:][joined] = obs[:-1][joined]
+    lo = min(obs.min(), nxt.min()) - 0.2
+    hi = max(obs.max(), nxt.max()) + 0.2
+    centres = (np.arange(a.size) + 0.5) / a.size * (hi - lo) + lo
+    sigma = 0.8 * (hi - lo) / a.size
+
+    def draw(p):
+        # A Gaussian ball of 0.8 pixels; rows are y (image row 0 at the lowest y).
+        gx = np.exp(-((centres[None, :] - p[:, :1]) ** 2) / (2 * sigma**2))
+        gy = np.exp(-((centres[None, :] - p[:, 1:]) ** 2) / (2 * sigma**2))
+        return (255 * gy[:, :, None] * gx[:, None, :]).round().astype(np.uint8)
+
+    def stack(now, then):
+        out = np.empty((len(now), 2, a.size, a.size), np.uint8)
+        for i in range(0, len(now), 20000):
+            out[i : i + 20000, 0] = draw(now[i : i + 20000])
+            out[i : i + 20000, 1] = draw(then[i : i + 20000])
+        return out
+
+    keep = {k: d[k] for k in ("rewards", "terminals", "timeouts") if k in d}
+    np.savez(a.out, observations=stack(obs, before), next_observations=stack(nxt, obs), **keep)
+    print(f"{a.out}: {len(obs)} transitions of [2, {a.size}, {a.size}] frames")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -167,8 +206,12 @@ def main():
     s = sub.add_parser("score", help="Spearman of `laq predict`'s values against the truth")
     s.add_argument("truth")
     s.add_argument("values")
+    f = sub.add_parser("frames", help="draw a dataset's positions as stacked frames")
+    f.add_argument("data")
+    f.add_argument("--size", type=int, default=32, help="frame width and height in pixels")
+    f.add_argument("--out", required=True)
     a = p.parse_args()
-    generate(a) if a.cmd == "gen" else score(a)
+    {"gen": generate, "score": score, "frames": frames}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -159,6 +159,45 @@ pub fn horizon_gamma(data: &Dataset) -> f64 {
     (1.0 - 1.0 / h).clamp(0.99, 0.995)
 }
 
+/// Steps to the reward of the data's far states: the 90th percentile over the rows
+/// whose trajectory reaches a reward (0 when none does). One-step targets carry value one
+/// transition per target-network copy, so a run with fewer copies leaves these states
+/// without value.
+///
+/// ```
+/// use laq::data::Dataset;
+/// // A reward 300 steps down one trajectory.
+/// let n = 301;
+/// let d = Dataset {
+///     obs_shape: vec![1],
+///     observations: (0..n).map(|i| i as f32).collect::<Vec<_>>().into(),
+///     next_observations: (1..=n).map(|i| i as f32).collect::<Vec<_>>().into(),
+///     rewards: (0..n).map(|i| if i + 1 == n { 1.0 } else { 0.0 }).collect(),
+///     terminals: vec![false; n],
+///     timeouts: None,
+///     next_missing: None,
+///     actions: None,
+/// };
+/// assert_eq!(laq::run::config::far_from_reward(&d), 270);
+/// ```
+pub fn far_from_reward(data: &Dataset) -> usize {
+    let mut k: Vec<usize> = data.steps_to_reward().into_iter().map(|(_, k)| k).collect();
+    if k.is_empty() {
+        return 0;
+    }
+    k.sort_unstable();
+    k[k.len() * 9 / 10]
+}
+
+/// Target-network copies of image Q-learning on data whose far states lie beyond the
+/// one-step copies' reach ([`far_from_reward`]): targets then follow the data's
+/// trajectories (`dqn.lambda` 1), which carry value the whole length of each trajectory
+/// at every copy, and each copy recomputes them over every frame, so the copies are few.
+/// On frames of a large point-mass maze (median 227 steps to the reward) this took V
+/// against the geodesic distance from 0.57 to 0.98 in the same time (docs/trust.md, "Long
+/// horizons in frames").
+pub const IMAGE_TRAJECTORY_COPIES: usize = 10;
+
 /// The most latent actions a run may mine (the paper uses 8 to 16): each one is a
 /// forward-model output and a Q-value of every state.
 pub const MAX_LATENT_ACTIONS: usize = 1024;
@@ -210,10 +249,19 @@ impl TrainConfig {
     /// authors' Maze2D model is smaller still, 4-8-16-8), the discount of the data's
     /// horizon ([`horizon_gamma`]), the Q-learning schedule of its size ([`q_schedule`])
     /// and an ensemble of [`CONTINUOUS_ENSEMBLE`] Q-functions; the image settings for
-    /// images.
+    /// images, whose Q-learning follows the data's trajectories, at the discount of its
+    /// horizon, where its far states lie beyond the one-step copies' reach
+    /// ([`IMAGE_TRAJECTORY_COPIES`]).
     pub fn for_data(data: &Dataset) -> Self {
         if data.is_image() {
-            TrainConfig::images(&data.obs_shape)
+            let mut cfg = TrainConfig::images(&data.obs_shape);
+            let copies = cfg.dqn.steps / cfg.dqn.target_update;
+            if far_from_reward(data) > copies {
+                cfg.dqn.lambda = 1.0;
+                cfg.dqn.target_update = cfg.dqn.steps / IMAGE_TRAJECTORY_COPIES;
+                cfg.dqn.gamma = horizon_gamma(data);
+            }
+            cfg
         } else if qlearn::is_tabular(data) {
             TrainConfig::default()
         } else {
@@ -474,7 +522,9 @@ impl TrainConfig {
     /// milliseconds at 32x32 (see `laq bench`), so batches are smaller and runs shorter
     /// than for vector states. Value spreads one transition per target-network copy, so
     /// the copies are frequent: on the navigation data with ground-truth labels, 4000 steps
-    /// copying every 500 left V almost flat (Spearman against V* 0.12).
+    /// copying every 500 left V almost flat (Spearman against V* 0.12). Data whose
+    /// rewards lie further than 100 copies away gets trajectory targets instead
+    /// ([`TrainConfig::for_data`]).
     ///
     /// Any image size trains: each convolution halves the side, rounding down. Frames
     /// larger than 96 pixels on a side get a fourth convolution (210x160 Atari frames end
@@ -544,6 +594,38 @@ mod tests {
         let text = toml::to_string(&TrainConfig::default()).unwrap();
         assert!(text.contains(line), "{text}");
         toml::from_str(&text.replace(line, "")).unwrap()
+    }
+
+    /// One frame of one pixel per state on a corridor of `n` steps to a reward.
+    fn corridor_of_frames(n: usize) -> Dataset {
+        Dataset {
+            obs_shape: vec![1, 1, 1],
+            observations: (0..n).map(|i| i as f32).collect::<Vec<_>>().into(),
+            next_observations: (1..=n).map(|i| i as f32).collect::<Vec<_>>().into(),
+            rewards: (0..n).map(|i| f32::from(u8::from(i + 1 == n))).collect(),
+            terminals: (0..n).map(|i| i + 1 == n).collect(),
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        }
+    }
+
+    /// Frames 60 steps from the reward keep one-step targets (the navigation data's far
+    /// states are 86 steps away); frames 500 away follow the trajectories, at the
+    /// discount of their horizon.
+    #[test]
+    fn far_rewards_in_frames_get_trajectory_targets() {
+        let near = TrainConfig::for_data(&corridor_of_frames(67));
+        let images = TrainConfig::images(&[1, 1, 1]);
+        assert_eq!(near.to_toml().unwrap(), images.to_toml().unwrap());
+        let far = TrainConfig::for_data(&corridor_of_frames(556));
+        assert_eq!(far.dqn.lambda, 1.0);
+        assert_eq!(
+            far.dqn.target_update,
+            far.dqn.steps / IMAGE_TRAJECTORY_COPIES
+        );
+        assert_eq!(far.dqn.gamma, 0.995);
+        assert_eq!(far.dqn.steps, images.dqn.steps);
     }
 
     /// A run directory's `config.toml` from before `path_bound` existed repeats without
