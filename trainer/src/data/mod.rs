@@ -612,11 +612,17 @@ mod tests {
         let huge = RawArray {
             dtype: DType::F64,
             shape: vec![2],
-            bytes: [0.0f64, 1e300].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            bytes: [0.0f64, 1e300]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
         };
         m.insert("rewards".into(), huge);
         let e = format!("{:#}", Dataset::from_arrays(m).unwrap_err());
-        assert!(e.contains("row 1") && e.contains("beyond f32's range"), "{e}");
+        assert!(
+            e.contains("row 1") && e.contains("beyond f32's range"),
+            "{e}"
+        );
 
         let mut m = tiny().to_arrays();
         m.insert(

@@ -431,6 +431,18 @@ pub struct EpisodeReport {
     pub mean_len: f64,
 }
 
+/// How far the data's rewards lie along its trajectories: what the discount and, for
+/// images, the kind of Q-learning targets are derived from (`laq config default --data`).
+#[derive(Clone, Debug, Serialize)]
+pub struct HorizonReport {
+    /// Rows whose trajectory reaches a reward.
+    pub rows: usize,
+    /// Median steps from those rows to the reward.
+    pub median: usize,
+    /// The 90th percentile ([`crate::run::config::far_from_reward`]).
+    pub far: usize,
+}
+
 /// Ground-truth actions of a dataset.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -459,6 +471,8 @@ pub struct DatasetReport {
     pub obs_max: Option<Vec<f32>>,
     pub rewards: RewardReport,
     pub episodes: EpisodeReport,
+    /// Absent when no trajectory reaches a reward.
+    pub steps_to_reward: Option<HorizonReport>,
     pub terminals: usize,
     pub timeouts: Option<usize>,
     pub actions: Option<ActionReport>,
@@ -466,6 +480,16 @@ pub struct DatasetReport {
     /// observation, assumptions.
     pub reading: Vec<String>,
     pub problems: Vec<String>,
+}
+
+fn horizon(d: &Dataset) -> Option<HorizonReport> {
+    let mut k: Vec<usize> = d.steps_to_reward().into_iter().map(|(_, k)| k).collect();
+    k.sort_unstable();
+    Some(HorizonReport {
+        rows: k.len(),
+        median: *k.get(k.len() / 2)?,
+        far: crate::run::config::far_from_reward(d),
+    })
 }
 
 /// Episode boundaries: after a terminal or a timeout.
@@ -576,6 +600,7 @@ fn dataset(path: &Path, read: &ReadOptions) -> Result<DatasetReport> {
             max_len: eps.iter().max().copied(),
             mean_len: n as f64 / eps.len().max(1) as f64,
         },
+        steps_to_reward: horizon(&d),
         terminals: d.terminals.iter().filter(|&&t| t).count(),
         timeouts: d
             .timeouts
@@ -630,6 +655,17 @@ impl fmt::Display for DatasetReport {
                 None => "no timeouts array".into(),
             }
         )?;
+        if let Some(h) = &self.steps_to_reward {
+            writeln!(
+                f,
+                "  steps to a reward along the trajectories: median {}, 90th percentile {} \
+                 ({} rows, {:.1}%, reach one)",
+                h.median,
+                h.far,
+                h.rows,
+                100.0 * h.rows as f64 / n.max(1) as f64
+            )?;
+        }
         let actions = match &self.actions {
             None => "none (state-only: what LAQ needs)".to_string(),
             Some(ActionReport::Discrete { distinct, .. }) => {
@@ -674,6 +710,15 @@ mod tests {
         assert_eq!(j["transitions"], 2000);
         assert_eq!(j["episodes"]["count"], 4);
         assert_eq!(j["problems"].as_array().unwrap().len(), 0, "{text}");
+        let h = &j["steps_to_reward"];
+        assert!(
+            h["median"].as_u64().unwrap() <= h["far"].as_u64().unwrap(),
+            "{h}"
+        );
+        assert!(
+            text.contains("steps to a reward along the trajectories"),
+            "{text}"
+        );
         assert!(text.contains("continuous, 2 per step"), "{text}");
 
         // Shuffled rows break the time order inside episodes.
