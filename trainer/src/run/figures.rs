@@ -222,6 +222,9 @@ pub fn report(
                  passes ({} checks, table below).\n",
                 trust.checks.len()
             );
+            if let Some(caveat) = trust.caveat() {
+                let _ = writeln!(s, "But {caveat}.\n");
+            }
         }
         crate::run::trust::Verdict::Doubtful => {
             let _ = writeln!(

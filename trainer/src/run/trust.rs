@@ -143,6 +143,9 @@ impl fmt::Display for Trust {
                 c.threshold
             )?;
         }
+        if let Some(caveat) = self.caveat() {
+            writeln!(f, "  {caveat}")?;
+        }
         Ok(())
     }
 }
@@ -158,6 +161,27 @@ impl Trust {
     /// The value of the check named `name`, if it applies.
     pub fn value(&self, name: &str) -> Option<f64> {
         self.checks.iter().find(|c| c.name == name).map(|c| c.value)
+    }
+
+    /// What a trusted verdict could not check, in plain words: where no ways through the
+    /// data were found (states that never recur nor lie near one another, as frames
+    /// rarely do), nothing compared V with the shortest ways to a reward, and a V that
+    /// ranks each trajectory well can still order states of different trajectories
+    /// wrongly.
+    ///
+    /// ```
+    /// use laq::run::trust::{Trust, Verdict};
+    /// let t = Trust { verdict: Verdict::Trusted, checks: vec![] };
+    /// assert!(t.caveat().unwrap().contains("path_ranking"));
+    /// ```
+    pub fn caveat(&self) -> Option<&'static str> {
+        let unchecked = self.verdict == Verdict::Trusted && self.value(PATH_RANKING).is_none();
+        unchecked.then_some(
+            "not checked: `path_ranking` (no ways through the data were found: its states \
+             never recur nor lie near one another, as frames rarely do); a V that ranks each \
+             trajectory well can still order states of different trajectories wrongly \
+             (frames of a MuJoCo U-maze: trusted at 0.66 against the truth, docs/trust.md)",
+        )
     }
 
     /// The order in which the checks prefer V: fewer failed checks, then the better
