@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Atari frames of another game and policy: ALE Freeway through `ale-py`.
+
+A random policy (up 60%, no-op 30%, down 10%; the game's sticky actions on) plays
+`ALE/Freeway-v5` (four frames skipped per step) for `--steps` transitions. Observations
+are the last four grey frames, each reduced to `--size` x `--size` by block means,
+stacked along channels (`[N, 4, S, S]` u8); a crossing gives a reward of 1; the game's end
+is terminal, a truncation a timeout. The truth for each row is the chicken's height
+before the step (RAM byte 14: 6 at the bottom, about 177 at the top), saved beside the
+data as `<out>_truth.npy`: V should rank frames by it.
+
+    python3 -m pip install numpy ale-py
+    python3 scripts/freeway.py --out freeway.npz [--steps 50000 --size 32 --seed 0]
+    laq train --data freeway.npz --out run
+    laq predict --model run/value.safetensors --data freeway.npz --out v.csv
+    python3 scripts/pointmaze.py score freeway_truth.npy v.csv
+
+docs/trust.md ("Long horizons in frames") has the figures this data gave.
+"""
+import argparse
+
+import numpy as np
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=50000)
+    p.add_argument("--size", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    rng = np.random.default_rng(a.seed)
+    env = gym.make("ALE/Freeway-v5", obs_type="grayscale")
+
+    def small(f):
+        ys = (np.arange(a.size + 1) * f.shape[0]) // a.size
+        xs = (np.arange(a.size + 1) * f.shape[1]) // a.size
+        sums = np.add.reduceat(np.add.reduceat(f.astype(np.float32), ys[:-1], 0), xs[:-1], 1)
+        return (sums / np.outer(np.diff(ys), np.diff(xs))).round().astype(np.uint8)
+
+    def height():
+        return env.unwrapped.ale.getRAM()[14]
+
+    obs, nxt, rew, term, tout, truth = [], [], [], [], [], []
+    frame, _ = env.reset(seed=a.seed)
+    stack, y = [small(frame)] * 4, height()
+    while len(rew) < a.steps:
+        frame, r, ended, cut, _ = env.step(rng.choice(3, p=[0.3, 0.6, 0.1]))
+        after = stack[1:] + [small(frame)]
+        obs.append(np.stack(stack))
+        nxt.append(np.stack(after))
+        rew.append(r)
+        term.append(ended)
+        tout.append(cut and not ended)
+        truth.append(y)
+        stack, y = after, height()
+        if ended or cut:
+            frame, _ = env.reset()
+            stack, y = [small(frame)] * 4, height()
+    np.savez(
+        a.out,
+        observations=np.array(obs),
+        next_observations=np.array(nxt),
+        rewards=np.array(rew, np.float32),
+        terminals=np.array(term),
+        timeouts=np.array(tout),
+    )
+    np.save(a.out.removesuffix(".npz") + "_truth.npy", np.array(truth, np.float64))
+    print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} crossings")
+
+
+if __name__ == "__main__":
+    main()
