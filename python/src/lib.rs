@@ -259,6 +259,7 @@ fn train(
             let data = dataset_of(arrays)?;
             py.detach(|| {
                 guarded("training", || {
+                    laq::run::launch::refuse_foreign(&out)?;
                     let cfg = with(TrainConfig::for_data(&data))?;
                     log::info!(
                         target: "laq",

@@ -247,6 +247,13 @@ def test_train_errors(tmp_path, data):
         laq.train(tmp_path / "none.npz", out=tmp_path / "x", **FAST)
     with pytest.raises(TypeError):
         laq.train(42, out=tmp_path / "x")
+    # A folder of the user's own files is not a run directory: nothing in it is replaced.
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "report.md").write_text("mine")
+    with pytest.raises(ValueError, match="run.json"):
+        laq.train(data, out=own, **FAST)
+    assert (own / "report.md").read_text() == "mine"
 
 
 def test_model_errors(run, tmp_path):

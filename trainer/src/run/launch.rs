@@ -143,7 +143,14 @@ pub fn launch(
 
 /// A run writes `config.toml`, `report.md` and more: among a user's own files it would
 /// replace theirs, so `out` must be new, empty, or a finished run.
-fn refuse_foreign(out: &Path) -> Result<()> {
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// assert!(laq::run::launch::refuse_foreign(&dir.path().join("new")).is_ok());
+/// std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+/// assert!(laq::run::launch::refuse_foreign(dir.path()).is_err());
+/// ```
+pub fn refuse_foreign(out: &Path) -> Result<()> {
     if out.exists() && !out.is_dir() {
         bail!("{} is a file, not a run directory", out.display());
     }
