@@ -3,6 +3,7 @@
 
 use crate::data::read::ReadOptions;
 use crate::data::{Actions, Dataset, ObsStorage};
+use crate::run::config::Horizon;
 use anyhow::{Context, Result};
 use laq_runtime::format::{MetaKey, CONV_KERNEL, CONV_PADDING, CONV_STRIDE, NAME};
 use laq_runtime::Model;
@@ -431,18 +432,6 @@ pub struct EpisodeReport {
     pub mean_len: f64,
 }
 
-/// How far the data's rewards lie along its trajectories: what the discount and, for
-/// images, the kind of Q-learning targets are derived from (`laq config default --data`).
-#[derive(Clone, Debug, Serialize)]
-pub struct HorizonReport {
-    /// Rows whose trajectory reaches a reward.
-    pub rows: usize,
-    /// Median steps from those rows to the reward.
-    pub median: usize,
-    /// The 90th percentile ([`crate::run::config::far_from_reward`]).
-    pub far: usize,
-}
-
 /// Ground-truth actions of a dataset.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -472,7 +461,7 @@ pub struct DatasetReport {
     pub rewards: RewardReport,
     pub episodes: EpisodeReport,
     /// Absent when no trajectory reaches a reward.
-    pub steps_to_reward: Option<HorizonReport>,
+    pub steps_to_reward: Option<Horizon>,
     pub terminals: usize,
     pub timeouts: Option<usize>,
     pub actions: Option<ActionReport>,
@@ -480,16 +469,6 @@ pub struct DatasetReport {
     /// observation, assumptions.
     pub reading: Vec<String>,
     pub problems: Vec<String>,
-}
-
-fn horizon(d: &Dataset) -> Option<HorizonReport> {
-    let mut k: Vec<usize> = d.steps_to_reward().into_iter().map(|(_, k)| k).collect();
-    k.sort_unstable();
-    Some(HorizonReport {
-        rows: k.len(),
-        median: *k.get(k.len() / 2)?,
-        far: crate::run::config::far_from_reward(d),
-    })
 }
 
 /// Episode boundaries: after a terminal or a timeout.
@@ -600,7 +579,7 @@ fn dataset(path: &Path, read: &ReadOptions) -> Result<DatasetReport> {
             max_len: eps.iter().max().copied(),
             mean_len: n as f64 / eps.len().max(1) as f64,
         },
-        steps_to_reward: horizon(&d),
+        steps_to_reward: Horizon::of(&d),
         terminals: d.terminals.iter().filter(|&&t| t).count(),
         timeouts: d
             .timeouts

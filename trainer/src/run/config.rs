@@ -150,22 +150,20 @@ impl Default for TrainConfig {
 /// assert!((g - (1.0 - 1.0 / 150.0)).abs() < 1e-12);
 /// ```
 pub fn horizon_gamma(data: &Dataset) -> f64 {
-    let mut k: Vec<usize> = data.steps_to_reward().into_iter().map(|(_, k)| k).collect();
-    if k.is_empty() {
+    let Some(horizon) = Horizon::of(data) else {
         return 0.99;
-    }
-    k.sort_unstable();
-    let h = k[k.len() / 2].max(1) as f64;
+    };
+    let h = horizon.median.max(1) as f64;
     (1.0 - 1.0 / h).clamp(0.99, 0.995)
 }
 
-/// Steps to the reward of the data's far states: the 90th percentile over the rows
-/// whose trajectory reaches a reward (0 when none does). One-step targets carry value one
-/// transition per target-network copy, so a run with fewer copies leaves these states
-/// without value.
+/// How far the data's rewards lie along its trajectories, over the rows whose trajectory
+/// reaches a reward: the discount ([`horizon_gamma`]) and, for images, the kind of
+/// Q-learning targets ([`TrainConfig::for_data`]) come from it; `laq inspect` shows it.
 ///
 /// ```
 /// use laq::data::Dataset;
+/// use laq::run::config::Horizon;
 /// // A reward 300 steps down one trajectory.
 /// let n = 301;
 /// let d = Dataset {
@@ -178,19 +176,36 @@ pub fn horizon_gamma(data: &Dataset) -> f64 {
 ///     next_missing: None,
 ///     actions: None,
 /// };
-/// assert_eq!(laq::run::config::far_from_reward(&d), 270);
+/// let h = Horizon::of(&d).unwrap();
+/// assert_eq!((h.rows, h.median, h.far), (301, 150, 270));
 /// ```
-pub fn far_from_reward(data: &Dataset) -> usize {
-    let mut k: Vec<usize> = data.steps_to_reward().into_iter().map(|(_, k)| k).collect();
-    if k.is_empty() {
-        return 0;
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Horizon {
+    /// Rows whose trajectory reaches a reward.
+    pub rows: usize,
+    /// Median steps from those rows to the reward.
+    pub median: usize,
+    /// The 90th percentile: the data's far states. One-step targets carry value one
+    /// transition per target-network copy, so a run with fewer copies leaves these states
+    /// without value.
+    pub far: usize,
+}
+
+impl Horizon {
+    /// `None` when no trajectory reaches a reward.
+    pub fn of(data: &Dataset) -> Option<Horizon> {
+        let mut k: Vec<usize> = data.steps_to_reward().into_iter().map(|(_, k)| k).collect();
+        k.sort_unstable();
+        Some(Horizon {
+            rows: k.len(),
+            median: *k.get(k.len() / 2)?,
+            far: k[k.len() * 9 / 10],
+        })
     }
-    k.sort_unstable();
-    k[k.len() * 9 / 10]
 }
 
 /// Target-network copies of image Q-learning on data whose far states lie beyond the
-/// one-step copies' reach ([`far_from_reward`]): targets then follow the data's
+/// one-step copies' reach ([`Horizon::far`]): targets then follow the data's
 /// trajectories (`dqn.lambda` 1), which carry value the whole length of each trajectory
 /// at every copy, and each copy recomputes them over every frame, so the copies are few.
 /// On frames of a large point-mass maze (median 227 steps to the reward) this took V
@@ -256,7 +271,7 @@ impl TrainConfig {
         if data.is_image() {
             let mut cfg = TrainConfig::images(&data.obs_shape);
             let copies = cfg.dqn.steps / cfg.dqn.target_update;
-            if far_from_reward(data) > copies {
+            if Horizon::of(data).is_some_and(|h| h.far > copies) {
                 cfg.dqn.lambda = 1.0;
                 cfg.dqn.target_update = cfg.dqn.steps / IMAGE_TRAJECTORY_COPIES;
                 cfg.dqn.gamma = horizon_gamma(data);
