@@ -111,3 +111,22 @@ fn d4rl_file_with_rewards_on_terminal_rows_reads_directly() {
         "{e}"
     );
 }
+
+/// h5py's own LZF filter (id 32000), alone and after h5py's shuffle, reads as the arrays
+/// h5py wrote. `tests/data/h5py_lzf.hdf5` was written by h5py 3.x: `create_dataset` with
+/// `chunks` of 16 rows and `compression="lzf"` (observations also `shuffle=True`), rows
+/// `i < 40` holding observations `[i, i % 5, 1]`, a reward of 1 and a terminal where
+/// `i % 10 == 9`; every chunk is compressed (the last one padded past row 40).
+#[test]
+fn h5py_lzf_files_read() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/h5py_lzf.hdf5");
+    let d = laq::data::Dataset::load(&file).unwrap();
+    assert_eq!(d.len(), 40);
+    for i in 0..40 {
+        assert_eq!(d.obs(i), [i as f32, (i % 5) as f32, 1.0], "row {i}");
+        assert_eq!(d.rewards[i], f32::from(i % 10 == 9), "row {i}");
+        assert_eq!(d.terminals[i], i % 10 == 9, "row {i}");
+    }
+    let report = ok(&["inspect", file.to_str().unwrap()]);
+    assert!(report.contains("4 non-zero"), "{report}");
+}

@@ -6,7 +6,7 @@ use crate::data::{Actions, DType, Dataset, RawArray};
 use anyhow::{anyhow, bail, Context, Result};
 use hdf5_reader::error::Error as H5Error;
 use hdf5_reader::group::Group;
-use hdf5_reader::{ByteOrder, Datatype, Hdf5File, StringSize, VarLenKind};
+use hdf5_reader::{ByteOrder, Datatype, Hdf5File, OpenOptions, StringSize, VarLenKind};
 use std::path::{Path, PathBuf};
 
 pub(super) fn import(path: &Path, source: Source, opts: &ImportOptions) -> Result<Imported> {
@@ -51,7 +51,8 @@ fn open(path: &Path) -> Result<Group> {
         .len();
     let unreadable =
         |why: String| anyhow!("{} is not a readable HDF5 file ({why})", path.display());
-    let f = Hdf5File::open(path).map_err(|e| unreadable(e.to_string()))?;
+    let options = OpenOptions::default().with_filter_registry(lzf::registry());
+    let f = Hdf5File::open_with_options(path, options).map_err(|e| unreadable(e.to_string()))?;
     // Refused as the HDF5 library refuses it: a file shorter than its superblock records
     // was cut short (an interrupted download), and arrays past the cut are lost.
     let sb = f.superblock();
@@ -205,16 +206,9 @@ fn read(ds: &hdf5_reader::Dataset, key: &str) -> Result<RawArray> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| anyhow!("key `{key}`: shape {:?} too large", ds.shape()))?;
     // The elements as stored, in the file's byte order, after the filters.
-    let mut bytes = ds.read_raw_bytes().map_err(|e| {
-        // h5py's own LZF (filter 32000) is its most common compression, not HDF5's.
-        let hint = if e.to_string().contains("filter id 32000") {
-            ": h5py's LZF compression; write the arrays again with \
-                 compression=\"gzip\" or none"
-        } else {
-            ""
-        };
-        anyhow!("key `{key}`: cannot read ({e}){hint}")
-    })?;
+    let mut bytes = ds
+        .read_raw_bytes()
+        .map_err(|e| anyhow!("key `{key}`: cannot read ({e})"))?;
     if order == ByteOrder::BigEndian {
         for x in bytes.chunks_exact_mut(dtype.size()) {
             x.reverse();
@@ -860,5 +854,6 @@ fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
     })
 }
 
+mod lzf;
 #[cfg(test)]
 mod tests;
