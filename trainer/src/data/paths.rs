@@ -11,15 +11,18 @@
 //! the shortest way the data shows, stitched from many trajectories: it follows
 //! corridors and walls (no transition crosses a wall, and a wall is wider than a jump),
 //! and ranks states much like the true shortest way on every maze measured
-//! (docs/trust.md).
+//! (docs/trust.md). Frames that never recur jump where their pixels lie near
+//! ([`near_frame_steps`]), where that follows the data's own trajectories.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::data::dedup::StateIds;
-use crate::data::Dataset;
+use crate::data::{Dataset, Observations};
 use crate::util::neighbours::KdTree;
 use crate::util::stats;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// The nearest states each state may continue from.
 pub const NEIGHBOURS: usize = 10;
@@ -45,11 +48,12 @@ const WORK: usize = 4_000_000_000;
 
 /// The longest state that may jump to near ones: beyond it states are frames or other
 /// high-dimensional readings, where Euclidean distance says little of nearness; their
-/// ways exist only where they recur exactly.
+/// ways exist where they recur exactly, and for frames through [`near_frame_steps`].
 pub const MAX_STATE_LEN: usize = 64;
 
 /// Whether `data`'s states are frames or longer than [`MAX_STATE_LEN`], which never jump
-/// to near ones: their ways exist only where they recur.
+/// to near ones by themselves: their ways exist where they recur (frames: see also
+/// [`near_frame_steps`]).
 pub fn never_jump(data: &Dataset) -> bool {
     data.is_image() || data.obs_dim() > MAX_STATE_LEN
 }
@@ -65,6 +69,193 @@ pub struct Steps {
     pub next: Vec<f64>,
 }
 
+/// Values a frame is projected onto to find the frames near it ([`near_frame_steps`]):
+/// random projections keep distances between frames to within about an eighth (the
+/// spread of a squared distance over 32 random directions is a quarter of it).
+pub const FRAME_PROJECTION: usize = 32;
+
+/// The least Spearman between the steps of ways through frames joined where near and the
+/// steps the data's own rewarded trajectories take from the same rows
+/// ([`near_frame_steps`]): the `trajectory_ranking` check's threshold for V. Ways that
+/// rank the data's own trajectories worse are not the scene's ways (frames of Atari's
+/// Freeway, near where their cars are: 0.08); on mazes drawn as frames they rank them
+/// at 0.46-0.69, as the ways through the same mazes' continuous states do (0.50-0.71).
+pub const MIN_TRAJECTORY_AGREEMENT: f64 = 0.3;
+
+/// The fewest steps to a reward through frames that never recur, joined where they lie
+/// near one another as continuous states are ([`fewest_steps`]): each frame is projected
+/// onto [`FRAME_PROJECTION`] random directions of its pixels (the same for every run),
+/// where nearness is measured, and ways run through those projections. Pixels keep their
+/// own units (a pixel that barely changes is not magnified into a dimension of its own),
+/// so two frames are near when their pixels are: that says where one body moves in an
+/// otherwise still scene (a ball over a maze floor), and little where much else moves
+/// (the cars of Atari's Freeway), which the ways then show by ranking the data's own
+/// rewarded trajectories badly; below [`MIN_TRAJECTORY_AGREEMENT`] they are dropped.
+/// `None` for data other than frames, for frames that recur (their ways are
+/// [`fewest_steps`]'), where [`fewest_steps`] finds none, and for dropped ways.
+///
+/// ```
+/// use laq::data::{paths, Dataset};
+/// // A dot three pixels wide on a row of 32, rewarded on reaching the left end: four
+/// // walks leftwards in half-pixel steps, each an eighth of a pixel from the others (no
+/// // frame recurs), and one rightwards that never reaches the reward.
+/// let frame = |x: f32| -> Vec<f32> {
+///     (0..32).map(|p| 255.0 * (-((p as f32 - x) / 1.5).powi(2)).exp()).collect()
+/// };
+/// let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+/// for k in 0..4 {
+///     let off = k as f32 / 8.0;
+///     for s in (1..56).rev() {
+///         let x = 2.0 + s as f32 / 2.0 - off;
+///         obs.extend(frame(x));
+///         next.extend(frame(x - 0.5));
+///         rew.push(if s == 1 { 1.0 } else { 0.0 });
+///     }
+/// }
+/// for s in 1..55 {
+///     let x = 2.0 + s as f32 / 2.0 + 0.06;
+///     obs.extend(frame(x));
+///     next.extend(frame(x + 0.5));
+///     rew.push(0.0);
+/// }
+/// let d = Dataset {
+///     obs_shape: vec![1, 1, 32],
+///     observations: obs.into(),
+///     next_observations: next.into(),
+///     terminals: rew.iter().map(|&r| r > 0.0).collect(),
+///     rewards: rew,
+///     timeouts: None,
+///     next_missing: None,
+///     actions: None,
+/// };
+/// assert!(paths::fewest_steps(&d, Some(paths::PACE)).is_none());
+/// let steps = paths::near_frame_steps(&d, Some(paths::PACE)).unwrap();
+/// // The rightward walk's frames lie near the leftward walks': the farther right, the
+/// // more steps to the reward.
+/// let right = &steps.state[4 * 55..];
+/// assert!(right.iter().all(|s| s.is_finite()));
+/// assert!(right.windows(2).all(|w| w[0] < w[1]), "{right:?}");
+/// ```
+pub fn near_frame_steps(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
+    if !data.is_image() || !data.rewards.iter().any(|&r| r > 0.0) {
+        return None;
+    }
+    if StateIds::of(data).len() * 2 <= data.len() {
+        return None;
+    }
+    let near = projected(data);
+    if let Some(far) = jumps_reach_anywhere(&near) {
+        log::info!(
+            "no ways through the frames: a jump of {} median steps reaches {far:.1} times \
+             the distance between two frames drawn at random, so nearness in pixels says \
+             nothing of where a step leads",
+            REACH
+        );
+        return None;
+    }
+    let steps = fewest_steps(&near, pace)?;
+    let (ways, own): (Vec<f64>, Vec<f64>) = data
+        .steps_to_reward()
+        .into_iter()
+        .filter(|&(i, _)| steps.state[i].is_finite())
+        .map(|(i, k)| (steps.state[i], k as f64))
+        .unzip();
+    let agreement = if ways.len() >= 20 {
+        stats::spearman(&ways, &own)
+    } else {
+        f64::NAN
+    };
+    if agreement >= MIN_TRAJECTORY_AGREEMENT {
+        Some(steps)
+    } else {
+        log::info!(
+            "no ways through the frames: joined where near, they rank the steps of the \
+             data's own rewarded trajectories at Spearman {agreement:.2} (below \
+             {MIN_TRAJECTORY_AGREEMENT}), so nearness in pixels is not nearness in the scene"
+        );
+        None
+    }
+}
+
+/// Where a jump ([`REACH`] median steps, Euclidean) is at least as long as the median
+/// distance between two of `data`'s states drawn at random, that ratio: there nearness
+/// joins unrelated states (pixels saturate: two frames of a small body are as far apart
+/// one step away as across the scene). Frames of point-mass mazes measure 0.19-0.53, of
+/// Freeway 0.86, our 84x84 navigation stacks 1.40.
+fn jumps_reach_anywhere(data: &Dataset) -> Option<f64> {
+    let n = data.len();
+    let next_of = |i: usize| data.next_observations.row(i, data.obs_dim());
+    let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
+    let steps: Vec<f64> = (0..n)
+        .filter(|&i| !missing(i))
+        .map(|i| distance2(data.obs(i), &next_of(i)).sqrt() as f64)
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(0x7061_6972);
+    let pairs: Vec<f64> = (0..4096.min(n * n))
+        .map(|_| {
+            let (a, b) = (rng.random_range(0..n), rng.random_range(0..n));
+            distance2(data.obs(a), data.obs(b)).sqrt() as f64
+        })
+        .collect();
+    let ratio = REACH as f64 * stats::percentile(&steps, 50.0) / stats::percentile(&pairs, 50.0);
+    (ratio >= 1.0 || ratio.is_nan()).then_some(ratio)
+}
+
+/// `data` with each frame and next frame projected onto [`FRAME_PROJECTION`] directions
+/// of random signs, drawn from a fixed seed.
+fn projected(data: &Dataset) -> Dataset {
+    let d = data.obs_dim();
+    let mut rng = ChaCha8Rng::seed_from_u64(0x6e65_6172);
+    let scale = 1.0 / (d as f32).sqrt();
+    let w: Vec<f32> = (0..d * FRAME_PROJECTION)
+        .map(|_| if rng.random::<bool>() { scale } else { -scale })
+        .collect();
+    let project = |o| project_rows(o, data.len(), d, &w);
+    Dataset {
+        obs_shape: vec![FRAME_PROJECTION],
+        observations: project(&data.observations).into(),
+        next_observations: project(&data.next_observations).into(),
+        rewards: data.rewards.clone(),
+        terminals: data.terminals.clone(),
+        timeouts: data.timeouts.clone(),
+        next_missing: data.next_missing.clone(),
+        actions: None,
+    }
+}
+
+/// Rows `0..n` of `d` values of `o`, each projected onto the [`FRAME_PROJECTION`]
+/// directions `w` holds value by value (`w[j * FRAME_PROJECTION + k]` weighs value `j`
+/// in direction `k`), in blocks of rows and tiles of values, so that each tile of `w` is
+/// read once per block rather than once per row (a frame stack of 84x84x12 makes `w`
+/// 11 MB), and each value updates all directions at once (vectorised).
+fn project_rows(o: &Observations, n: usize, d: usize, w: &[f32]) -> Vec<f32> {
+    const ROWS: usize = 64;
+    const TILE: usize = 2048;
+    const P: usize = FRAME_PROJECTION;
+    let mut out = vec![0f32; n * P];
+    let mut block = vec![0f32; ROWS * d];
+    for start in (0..n).step_by(ROWS) {
+        let rows = ROWS.min(n - start);
+        for r in 0..rows {
+            block[r * d..(r + 1) * d].copy_from_slice(&o.row(start + r, d));
+        }
+        let acc = &mut out[start * P..(start + rows) * P];
+        for t in (0..d).step_by(TILE) {
+            let end = (t + TILE).min(d);
+            let tile = &w[t * P..end * P];
+            for (r, acc) in acc.chunks_exact_mut(P).enumerate() {
+                let x = &block[r * d + t..r * d + end];
+                for (&x, w) in x.iter().zip(tile.chunks_exact(P)) {
+                    for (a, &w) in acc.iter_mut().zip(w) {
+                        *a += x * w;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The fewest steps from every row's state and next state to a rewarded transition
 /// through the data; where states never recur, with a `pace` (a percentile, such as
 /// [`PACE`]) each step and jump costs its length at the data's pace (each dimension in
@@ -72,7 +263,7 @@ pub struct Steps {
 /// length in median steps (each dimension standardised by its spread). Images and states
 /// longer than [`MAX_STATE_LEN`] never jump (no distance between frames means nearness):
 /// `None` for them unless their states recur (at most half as many distinct states as
-/// transitions); `None` too for data without a positive reward, or where every state with
+/// transitions; frames that never recur: [`near_frame_steps`]); `None` too for data without a positive reward, or where every state with
 /// a way is as far as every other (nothing to rank).
 ///
 /// ```
@@ -382,6 +573,62 @@ mod tests {
         // own trajectory), as for any frames that never recur.
         let once = frames(obs[..16].to_vec(), next[..16].to_vec(), rew[..4].to_vec());
         assert_eq!(fewest_steps(&once, Some(PACE)), None);
+    }
+
+    /// Frames of a dot walking to a reward, `width` pixels wide and `stride` pixels a
+    /// step, beside a clock hand of brightness `clock` that turns with time.
+    fn dot_walks(width: f32, stride: f32, clock: f32) -> Dataset {
+        const W: usize = 48;
+        let blob = |x: f32, a: f32, width: f32| -> Vec<f32> {
+            (0..W)
+                .map(|p| a * (-((p as f32 - x) / width).powi(2)).exp())
+                .collect()
+        };
+        let frame = |x: f32, t: usize| -> Vec<f32> {
+            let mut f = blob(x, 30.0, width);
+            f.extend(blob((t % W) as f32, clock, 4.0));
+            f
+        };
+        let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+        let mut t = 0;
+        let steps = (44.0 / stride) as usize;
+        for k in 0..16 {
+            let off = k as f32 * stride / 16.0;
+            for s in (1..=steps).rev() {
+                let x = 2.0 + s as f32 * stride - off;
+                obs.extend(frame(x, t));
+                next.extend(frame(x - stride, t + 1));
+                rew.push(if s == 1 { 1.0 } else { 0.0 });
+                t += 1 + k % 3;
+            }
+        }
+        Dataset {
+            obs_shape: vec![1, 2, W],
+            observations: obs.into(),
+            next_observations: next.into(),
+            terminals: rew.iter().map(|&r| r > 0.0).collect(),
+            rewards: rew,
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        }
+    }
+
+    /// Near frames join into ways where a dot moves less than its width a step in a still
+    /// scene; a bright clock hand beside it makes frames near where the clock shows the
+    /// same time, wherever the dot is, and the ways, which rank the walks' own steps
+    /// badly, are dropped; a dot that moves more than its width a step is as far from
+    /// where it was as from anywhere, and its frames make no ways.
+    #[test]
+    fn near_frames_join_only_where_nearness_follows_the_trajectories() {
+        let still = near_frame_steps(&dot_walks(1.5, 0.5, 0.0), Some(PACE)).unwrap();
+        assert!(still.state[0] > still.state[44], "{:?}", &still.state[..88]);
+        let clock = dot_walks(1.5, 0.5, 255.0);
+        assert_eq!(jumps_reach_anywhere(&projected(&clock)), None);
+        assert_eq!(near_frame_steps(&clock, Some(PACE)), None);
+        let fast = dot_walks(0.7, 2.0, 0.0);
+        assert!(jumps_reach_anywhere(&projected(&fast)).is_some());
+        assert_eq!(near_frame_steps(&fast, Some(PACE)), None);
     }
 
     #[test]

@@ -65,6 +65,11 @@ pub struct TrainConfig {
     /// finds no ways on such data, as runs did before it.
     #[serde(default)]
     pub frame_ways: bool,
+    /// Ways through frames that never recur too, joined where the frames lie near one
+    /// another ([`crate::data::paths::near_frame_steps`]). A run directory written
+    /// without this key finds no ways through such frames, as runs did before it.
+    #[serde(default)]
+    pub near_frames: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -114,6 +119,7 @@ impl Default for TrainConfig {
             path_bound: true,
             ways_pace: Some(crate::data::paths::PACE),
             frame_ways: true,
+            near_frames: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),
@@ -291,7 +297,8 @@ impl TrainConfig {
     /// The fewest steps to a reward through `data` as this run measures them, for the
     /// bound and the `path_ranking` check: at `ways_pace`, and through frames and other
     /// states of more than [`paths::MAX_STATE_LEN`] values only with `frame_ways`
-    /// ([`paths::fewest_steps`]).
+    /// ([`paths::fewest_steps`]); through frames that never recur, joined where near, with
+    /// `near_frames` ([`paths::near_frame_steps`]).
     ///
     /// ```
     /// use laq::run::config::TrainConfig;
@@ -316,7 +323,12 @@ impl TrainConfig {
         if !self.frame_ways && paths::never_jump(data) {
             return None;
         }
-        paths::fewest_steps(data, self.ways_pace)
+        let near = || {
+            self.near_frames
+                .then(|| paths::near_frame_steps(data, self.ways_pace))
+                .flatten()
+        };
+        paths::fewest_steps(data, self.ways_pace).or_else(near)
     }
 
     /// An error naming the first setting out of its range: a Q-learning discount of 1.5
@@ -655,6 +667,14 @@ mod tests {
     #[test]
     fn a_config_without_frame_ways_finds_none_through_frames() {
         assert!(!written_before("frame_ways = true\n").frame_ways);
+    }
+
+    /// A run directory's `config.toml` from before `near_frames` existed finds no ways
+    /// through frames that never recur; new runs join near ones.
+    #[test]
+    fn a_config_without_near_frames_finds_none_through_them() {
+        assert!(!written_before("near_frames = true\n").near_frames);
+        assert!(TrainConfig::default().near_frames);
     }
 
     /// A run directory's `config.toml` from before `ways_pace` existed counts the ways'

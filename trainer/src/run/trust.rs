@@ -164,10 +164,10 @@ impl Trust {
     }
 
     /// What a trusted verdict could not check, in plain words: where no ways through the
-    /// data were found (states that never recur nor lie near one another, as frames
-    /// rarely do), nothing compared V with the shortest ways to a reward, and a V that
-    /// ranks each trajectory well can still order states of different trajectories
-    /// wrongly.
+    /// data were found (states that neither recur nor lie near one another, or frames whose
+    /// nearness does not follow the data's own trajectories), nothing compared V with the
+    /// shortest ways to a reward, and a V that ranks each trajectory well can still order
+    /// states of different trajectories wrongly.
     ///
     /// ```
     /// use laq::run::trust::{Trust, Verdict};
@@ -178,9 +178,11 @@ impl Trust {
         let unchecked = self.verdict == Verdict::Trusted && self.value(PATH_RANKING).is_none();
         unchecked.then_some(
             "not checked: `path_ranking` (no ways through the data were found: its states \
-             never recur nor lie near one another, as frames rarely do); a V that ranks each \
-             trajectory well can still order states of different trajectories wrongly \
-             (frames of a MuJoCo U-maze: trusted at 0.66 against the truth, docs/trust.md)",
+             neither recur nor lie near one another, or, as in frames where more than one \
+             body moves, states near in pixels are not near along the data's own \
+             trajectories); a V that ranks each trajectory well can still order states of \
+             different trajectories wrongly (frames of a MuJoCo U-maze without their ways: \
+             trusted at 0.66 against the truth, docs/trust.md)",
         )
     }
 
