@@ -78,7 +78,7 @@ pub const FRAME_PROJECTION: usize = 32;
 /// steps the data's own rewarded trajectories take from the same rows
 /// ([`near_frame_steps`]): the `trajectory_ranking` check's threshold for V. Ways that
 /// rank the data's own trajectories worse are not the scene's ways (frames of Atari's
-/// Freeway, near where their cars are: 0.08); on mazes drawn as frames they rank them
+/// Freeway, near where their cars are: 0.07-0.09); on mazes drawn as frames they rank them
 /// at 0.46-0.69, as the ways through the same mazes' continuous states do (0.50-0.71).
 pub const MIN_TRAJECTORY_AGREEMENT: f64 = 0.3;
 
@@ -263,8 +263,9 @@ fn project_rows(o: &Observations, n: usize, d: usize, w: &[f32]) -> Vec<f32> {
 /// length in median steps (each dimension standardised by its spread). Images and states
 /// longer than [`MAX_STATE_LEN`] never jump (no distance between frames means nearness):
 /// `None` for them unless their states recur (at most half as many distinct states as
-/// transitions; frames that never recur: [`near_frame_steps`]); `None` too for data without a positive reward, or where every state with
-/// a way is as far as every other (nothing to rank).
+/// transitions; frames that never recur: [`near_frame_steps`]); `None` too for data
+/// without a positive reward, or where every state with a way is as far as every other
+/// (nothing to rank).
 ///
 /// ```
 /// use laq::data::Dataset;
