@@ -129,4 +129,30 @@ fn h5py_lzf_files_read() {
     }
     let report = ok(&["inspect", file.to_str().unwrap()]);
     assert!(report.contains("4 non-zero"), "{report}");
+
+    // The same file with its filter id (32000, then the name's length, 8) made Blosc's
+    // (32001), whose C library this reader lacks: refused, naming the key and the way out.
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mut patched = 0;
+    for i in 0..bytes.len() - 4 {
+        if bytes[i..i + 4] == [0x00, 0x7d, 0x08, 0x00] {
+            bytes[i] = 0x01;
+            patched += 1;
+        }
+    }
+    assert_eq!(patched, 3, "one filter pipeline per array");
+    let dir = tempfile::tempdir().unwrap();
+    let blosc = dir.path().join("blosc.hdf5");
+    std::fs::write(&blosc, bytes).unwrap();
+    let out = laq(&["inspect", blosc.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{e}");
+    assert!(
+        e.contains("blosc.hdf5") && e.contains("observations"),
+        "{e}"
+    );
+    assert!(
+        e.contains("32001") && e.contains("compression=\"gzip\""),
+        "{e}"
+    );
 }

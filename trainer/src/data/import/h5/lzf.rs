@@ -28,11 +28,13 @@ pub(super) fn registry() -> FilterRegistry {
     r
 }
 
-/// The bytes an LZF stream holds; `size_hint` is the expected length (0 when unknown).
-/// A stream that refers before its start or ends inside a run is an error, not a panic.
-fn decompress(input: &[u8], size_hint: usize) -> Result<Vec<u8>, String> {
+/// The bytes an LZF stream holds; `size` is the chunk's length in bytes, which the
+/// stream may not exceed (0 when the file does not record it). A stream that refers
+/// before its start, ends inside a run or holds more than its chunk is an error, not a
+/// panic.
+fn decompress(input: &[u8], size: usize) -> Result<Vec<u8>, String> {
     // At most 264 bytes from 3 of input, so the hint cannot ask for a huge allocation.
-    let mut out = Vec::with_capacity(size_hint.min(input.len().saturating_mul(88)));
+    let mut out = Vec::with_capacity(size.min(input.len().saturating_mul(88)));
     let mut i = 0;
     let take = |i: &mut usize| -> Result<u8, String> {
         let b = *input
@@ -62,6 +64,9 @@ fn decompress(input: &[u8], size_hint: usize) -> Result<Vec<u8>, String> {
             for k in start..start + len + 2 {
                 out.push(out[k]);
             }
+        }
+        if size > 0 && out.len() > size {
+            return Err(format!("more than the chunk's {size} bytes"));
         }
     }
     Ok(out)
@@ -114,5 +119,8 @@ mod tests {
             let e = decompress(bad, 0).unwrap_err();
             assert!(!e.is_empty());
         }
+        // Four bytes where the file records a chunk of three.
+        let e = decompress(&[3, 1, 2, 3, 4], 3).unwrap_err();
+        assert!(e.contains("3 bytes"), "{e}");
     }
 }

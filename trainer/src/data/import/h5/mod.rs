@@ -206,9 +206,17 @@ fn read(ds: &hdf5_reader::Dataset, key: &str) -> Result<RawArray> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| anyhow!("key `{key}`: shape {:?} too large", ds.shape()))?;
     // The elements as stored, in the file's byte order, after the filters.
-    let mut bytes = ds
-        .read_raw_bytes()
-        .map_err(|e| anyhow!("key `{key}`: cannot read ({e})"))?;
+    let mut bytes = ds.read_raw_bytes().map_err(|e| {
+        // Compressors outside HDF5's own set that h5py's plugins add (Blosc, bitshuffle,
+        // Zstandard, ...) need their C libraries; LZF is read.
+        let hint = if e.to_string().contains("unsupported filter") {
+            ": a compression this reader lacks; write the arrays again with \
+             compression=\"gzip\" or \"lzf\", or none"
+        } else {
+            ""
+        };
+        anyhow!("key `{key}`: cannot read ({e}){hint}")
+    })?;
     if order == ByteOrder::BigEndian {
         for x in bytes.chunks_exact_mut(dtype.size()) {
             x.reverse();
