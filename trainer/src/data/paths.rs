@@ -12,7 +12,7 @@
 //! corridors and walls (no transition crosses a wall, and a wall is wider than a jump),
 //! and ranks states much like the true shortest way on every maze measured
 //! (docs/trust.md). Frames that never recur jump where their pixels lie near
-//! ([`near_frame_steps`]), where that follows the data's own trajectories.
+//! ([`fewest_steps`] with `near_frames`), where that follows the data's own trajectories.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -48,12 +48,12 @@ const WORK: usize = 4_000_000_000;
 
 /// The longest state that may jump to near ones: beyond it states are frames or other
 /// high-dimensional readings, where Euclidean distance says little of nearness; their
-/// ways exist where they recur exactly, and for frames through [`near_frame_steps`].
+/// ways exist where they recur exactly, and for frames where near ([`fewest_steps`]).
 pub const MAX_STATE_LEN: usize = 64;
 
 /// Whether `data`'s states are frames or longer than [`MAX_STATE_LEN`], which never jump
 /// to near ones by themselves: their ways exist where they recur (frames: see also
-/// [`near_frame_steps`]).
+/// [`fewest_steps`] with `near_frames`).
 pub fn never_jump(data: &Dataset) -> bool {
     data.is_image() || data.obs_dim() > MAX_STATE_LEN
 }
@@ -69,80 +69,30 @@ pub struct Steps {
     pub next: Vec<f64>,
 }
 
-/// Values a frame is projected onto to find the frames near it ([`near_frame_steps`]):
+/// Values a frame is projected onto to find the frames near it ([`fewest_steps`] with `near_frames`):
 /// random projections keep distances between frames to within about an eighth (the
 /// spread of a squared distance over 32 random directions is a quarter of it).
 pub const FRAME_PROJECTION: usize = 32;
 
 /// The least Spearman between the steps of ways through frames joined where near and the
 /// steps the data's own rewarded trajectories take from the same rows
-/// ([`near_frame_steps`]): the `trajectory_ranking` check's threshold for V. Ways that
+/// ([`fewest_steps`] with `near_frames`): the `trajectory_ranking` check's threshold for V. Ways that
 /// rank the data's own trajectories worse are not the scene's ways (frames of Atari's
 /// Freeway, near where their cars are: 0.07-0.09); on mazes drawn as frames they rank them
 /// at 0.46-0.69, as the ways through the same mazes' continuous states do (0.50-0.71).
 pub const MIN_TRAJECTORY_AGREEMENT: f64 = 0.3;
 
 /// The fewest steps to a reward through frames that never recur, joined where they lie
-/// near one another as continuous states are ([`fewest_steps`]): each frame is projected
-/// onto [`FRAME_PROJECTION`] random directions of its pixels (the same for every run),
-/// where nearness is measured, and ways run through those projections. Pixels keep their
-/// own units (a pixel that barely changes is not magnified into a dimension of its own),
-/// so two frames are near when their pixels are: that says where one body moves in an
+/// near one another as continuous states are: each frame is projected onto
+/// [`FRAME_PROJECTION`] random directions of its pixels (the same for every run), where
+/// nearness is measured, and ways run through those projections. Pixels keep their own
+/// units (a pixel that barely changes is not magnified into a dimension of its own), so
+/// two frames are near when their pixels are: that says where one body moves in an
 /// otherwise still scene (a ball over a maze floor), and little where much else moves
 /// (the cars of Atari's Freeway), which the ways then show by ranking the data's own
-/// rewarded trajectories badly; below [`MIN_TRAJECTORY_AGREEMENT`] they are dropped.
-/// `None` for data other than frames, for frames that recur (their ways are
-/// [`fewest_steps`]'), where [`fewest_steps`] finds none, and for dropped ways.
-///
-/// ```
-/// use laq::data::{paths, Dataset};
-/// // A dot three pixels wide on a row of 32, rewarded on reaching the left end: four
-/// // walks leftwards in half-pixel steps, each an eighth of a pixel from the others (no
-/// // frame recurs), and one rightwards that never reaches the reward.
-/// let frame = |x: f32| -> Vec<f32> {
-///     (0..32).map(|p| 255.0 * (-((p as f32 - x) / 1.5).powi(2)).exp()).collect()
-/// };
-/// let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
-/// for k in 0..4 {
-///     let off = k as f32 / 8.0;
-///     for s in (1..56).rev() {
-///         let x = 2.0 + s as f32 / 2.0 - off;
-///         obs.extend(frame(x));
-///         next.extend(frame(x - 0.5));
-///         rew.push(if s == 1 { 1.0 } else { 0.0 });
-///     }
-/// }
-/// for s in 1..55 {
-///     let x = 2.0 + s as f32 / 2.0 + 0.06;
-///     obs.extend(frame(x));
-///     next.extend(frame(x + 0.5));
-///     rew.push(0.0);
-/// }
-/// let d = Dataset {
-///     obs_shape: vec![1, 1, 32],
-///     observations: obs.into(),
-///     next_observations: next.into(),
-///     terminals: rew.iter().map(|&r| r > 0.0).collect(),
-///     rewards: rew,
-///     timeouts: None,
-///     next_missing: None,
-///     actions: None,
-/// };
-/// assert!(paths::fewest_steps(&d, Some(paths::PACE)).is_none());
-/// let steps = paths::near_frame_steps(&d, Some(paths::PACE)).unwrap();
-/// // The rightward walk's frames lie near the leftward walks': the farther right, the
-/// // more steps to the reward.
-/// let right = &steps.state[4 * 55..];
-/// assert!(right.iter().all(|s| s.is_finite()));
-/// assert!(right.windows(2).all(|w| w[0] < w[1]), "{right:?}");
-/// ```
-pub fn near_frame_steps(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
-    if !data.is_image() || !data.rewards.iter().any(|&r| r > 0.0) {
-        return None;
-    }
-    if StateIds::of(data).len() * 2 <= data.len() {
-        return None;
-    }
+/// rewarded trajectories badly; below [`MIN_TRAJECTORY_AGREEMENT`] they are dropped, as
+/// where a jump reaches anywhere ([`jumps_reach_anywhere`]).
+fn through_near_frames(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
     let near = projected(data);
     if let Some(far) = jumps_reach_anywhere(&near) {
         log::info!(
@@ -153,7 +103,7 @@ pub fn near_frame_steps(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
         );
         return None;
     }
-    let steps = fewest_steps(&near, pace)?;
+    let steps = fewest_steps(&near, pace, false)?;
     let (ways, own): (Vec<f64>, Vec<f64>) = data
         .steps_to_reward()
         .into_iter()
@@ -263,9 +213,10 @@ fn project_rows(o: &Observations, n: usize, d: usize, w: &[f32]) -> Vec<f32> {
 /// length in median steps (each dimension standardised by its spread). Images and states
 /// longer than [`MAX_STATE_LEN`] never jump (no distance between frames means nearness):
 /// `None` for them unless their states recur (at most half as many distinct states as
-/// transitions; frames that never recur: [`near_frame_steps`]); `None` too for data
-/// without a positive reward, or where every state with a way is as far as every other
-/// (nothing to rank).
+/// transitions), or, with `near_frames`, for frames that never recur, joined where near
+/// ([`FRAME_PROJECTION`], the second example); `None` too for data without a positive
+/// reward, where no ways are found, or where every state with a way is as far as every
+/// other (nothing to rank).
 ///
 /// ```
 /// use laq::data::Dataset;
@@ -281,14 +232,57 @@ fn project_rows(o: &Observations, n: usize, d: usize, w: &[f32]) -> Vec<f32> {
 ///     next_missing: None,
 ///     actions: None,
 /// };
-/// let steps = laq::data::paths::fewest_steps(&d, Some(laq::data::paths::PACE)).unwrap();
+/// let steps = laq::data::paths::fewest_steps(&d, Some(laq::data::paths::PACE), false).unwrap();
 /// let round = |s: &[f64]| -> Vec<f64> { s.iter().map(|s| (s * 1e4).round() / 1e4).collect() };
 /// // From 4 the way goes on to 3, then jumps to the near state 2 (as long as a step).
 /// assert_eq!(round(&steps.state), [2.0, 1.0, 0.0, 3.0, 2.0]);
 /// // The terminal state 3 leads nowhere by itself: it jumps to 2, as from 4.
 /// assert_eq!(round(&steps.next), [1.0, 0.0, 1.0, 2.0, 1.0]);
 /// ```
-pub fn fewest_steps(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
+///
+/// ```
+/// use laq::data::{paths, Dataset};
+/// // A dot three pixels wide on a row of 32, rewarded on reaching the left end: four
+/// // walks leftwards in half-pixel steps, each an eighth of a pixel from the others (no
+/// // frame recurs), and one rightwards that never reaches the reward.
+/// let frame = |x: f32| -> Vec<f32> {
+///     (0..32).map(|p| 255.0 * (-((p as f32 - x) / 1.5).powi(2)).exp()).collect()
+/// };
+/// let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+/// for k in 0..4 {
+///     let off = k as f32 / 8.0;
+///     for s in (1..56).rev() {
+///         let x = 2.0 + s as f32 / 2.0 - off;
+///         obs.extend(frame(x));
+///         next.extend(frame(x - 0.5));
+///         rew.push(if s == 1 { 1.0 } else { 0.0 });
+///     }
+/// }
+/// for s in 1..55 {
+///     let x = 2.0 + s as f32 / 2.0 + 0.06;
+///     obs.extend(frame(x));
+///     next.extend(frame(x + 0.5));
+///     rew.push(0.0);
+/// }
+/// let d = Dataset {
+///     obs_shape: vec![1, 1, 32],
+///     observations: obs.into(),
+///     next_observations: next.into(),
+///     terminals: rew.iter().map(|&r| r > 0.0).collect(),
+///     rewards: rew,
+///     timeouts: None,
+///     next_missing: None,
+///     actions: None,
+/// };
+/// assert!(paths::fewest_steps(&d, Some(paths::PACE), false).is_none());
+/// let steps = paths::fewest_steps(&d, Some(paths::PACE), true).unwrap();
+/// // The rightward walk's frames lie near the leftward walks': the farther right, the
+/// // more steps to the reward.
+/// let right = &steps.state[4 * 55..];
+/// assert!(right.iter().all(|s| s.is_finite()));
+/// assert!(right.windows(2).all(|w| w[0] < w[1]), "{right:?}");
+/// ```
+pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Option<Steps> {
     let n = data.len();
     let d = data.obs_dim();
     if d == 0 || !data.rewards.iter().any(|&r| r > 0.0) {
@@ -299,10 +293,12 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
     // States that recur join trajectories by themselves (a grid world's cells, the frames
     // of a rendered lattice of poses): near states there are other cells, maybe behind a
     // wall, never the same place; there every transition is one step. Frames that never
-    // recur have no ways: no distance between them says which are near.
+    // recur have ways only where nearness in their pixels holds.
     let recur = 2 * m <= n;
     if never_jump(data) && !recur {
-        return None;
+        return (near_frames && data.is_image())
+            .then(|| through_near_frames(data, pace))
+            .flatten();
     }
     // For each state, the states that reach it and at what cost: `(from, cost)` in
     // `into[to]` says `from` is at most `cost` plus `to`'s steps away.
@@ -489,7 +485,7 @@ mod tests {
     #[test]
     fn the_way_goes_round_the_wall() {
         let data = walled_room();
-        let steps = fewest_steps(&data, Some(PACE)).unwrap().state;
+        let steps = fewest_steps(&data, Some(PACE), false).unwrap().state;
         let near = |x: f32, y: f32| {
             (0..data.len())
                 .min_by(|&a, &b| {
@@ -533,7 +529,7 @@ mod tests {
             rew.push(0.0);
         }
         let data = dataset(obs, next, rew);
-        let steps = fewest_steps(&data, Some(PACE)).unwrap().state;
+        let steps = fewest_steps(&data, Some(PACE), false).unwrap().state;
         // Cell 4 is 3 steps from the rewarded step out of cell 1; the state beside cell 0
         // is 4 (through cell 4), however near cell 0 it lies.
         assert_eq!(steps[0], 3.0);
@@ -567,13 +563,13 @@ mod tests {
         };
         let data = frames(obs.clone(), next.clone(), rew.clone());
         assert!(data.is_image());
-        let steps = fewest_steps(&data, Some(PACE)).unwrap();
+        let steps = fewest_steps(&data, Some(PACE), false).unwrap();
         assert_eq!(steps.state[..4], [3.0, 2.0, 1.0, 0.0]);
         assert_eq!(steps.next[..3], [2.0, 1.0, 0.0]);
         // Once through, every frame appears once: no ways (they would only be the data's
         // own trajectory), as for any frames that never recur.
         let once = frames(obs[..16].to_vec(), next[..16].to_vec(), rew[..4].to_vec());
-        assert_eq!(fewest_steps(&once, Some(PACE)), None);
+        assert_eq!(fewest_steps(&once, Some(PACE), false), None);
     }
 
     /// Frames of a dot walking to a reward, `width` pixels wide and `stride` pixels a
@@ -622,14 +618,14 @@ mod tests {
     /// where it was as from anywhere, and its frames make no ways.
     #[test]
     fn near_frames_join_only_where_nearness_follows_the_trajectories() {
-        let still = near_frame_steps(&dot_walks(1.5, 0.5, 0.0), Some(PACE)).unwrap();
+        let still = fewest_steps(&dot_walks(1.5, 0.5, 0.0), Some(PACE), true).unwrap();
         assert!(still.state[0] > still.state[44], "{:?}", &still.state[..88]);
         let clock = dot_walks(1.5, 0.5, 255.0);
         assert_eq!(jumps_reach_anywhere(&projected(&clock)), None);
-        assert_eq!(near_frame_steps(&clock, Some(PACE)), None);
+        assert_eq!(fewest_steps(&clock, Some(PACE), true), None);
         let fast = dot_walks(0.7, 2.0, 0.0);
         assert!(jumps_reach_anywhere(&projected(&fast)).is_some());
-        assert_eq!(near_frame_steps(&fast, Some(PACE)), None);
+        assert_eq!(fewest_steps(&fast, Some(PACE), true), None);
     }
 
     #[test]
@@ -649,14 +645,14 @@ mod tests {
             }
         }
         let data = dataset(obs, next, rew);
-        let steps = fewest_steps(&data, Some(PACE)).unwrap().state;
+        let steps = fewest_steps(&data, Some(PACE), false).unwrap().state;
         let (fast, slow) = (steps[0], steps[10]);
         assert_eq!((data.obs(0)[0], data.obs(10)[0]), (10.0, -10.0));
         // 9 steps to the rewarded one from either end, though the slow end takes 39.
         assert!((fast - 9.0).abs() < 1e-3, "{fast}");
         assert!((slow - 9.75).abs() < 1e-3, "{slow}");
         // Without a pace, transitions are counted.
-        let counted = fewest_steps(&data, None).unwrap().state;
+        let counted = fewest_steps(&data, None, false).unwrap().state;
         assert_eq!((counted[0], counted[10]), (9.0, 39.0));
     }
 
@@ -664,7 +660,7 @@ mod tests {
     fn no_reward_or_long_states_give_nothing() {
         let mut data = walled_room();
         data.rewards.iter_mut().for_each(|r| *r = 0.0);
-        assert!(fewest_steps(&data, Some(PACE)).is_none());
+        assert!(fewest_steps(&data, Some(PACE), false).is_none());
         // The same walks with each state repeated to 66 values: too long for distances.
         let data = walled_room();
         let widen = |x: &[f32]| -> Vec<f32> { x.iter().flat_map(|&v| [v; 33]).collect() };
@@ -674,6 +670,6 @@ mod tests {
             next_observations: widen(&data.next_observations.to_f32()).into(),
             ..data
         };
-        assert!(fewest_steps(&wide, Some(PACE)).is_none());
+        assert!(fewest_steps(&wide, Some(PACE), false).is_none());
     }
 }

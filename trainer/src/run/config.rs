@@ -66,7 +66,7 @@ pub struct TrainConfig {
     #[serde(default)]
     pub frame_ways: bool,
     /// Ways through frames that never recur too, joined where the frames lie near one
-    /// another ([`crate::data::paths::near_frame_steps`]). A run directory written
+    /// another ([`crate::data::paths::fewest_steps`]). A run directory written
     /// without this key finds no ways through such frames, as runs did before it.
     #[serde(default)]
     pub near_frames: bool,
@@ -298,7 +298,7 @@ impl TrainConfig {
     /// bound and the `path_ranking` check: at `ways_pace`, and through frames and other
     /// states of more than [`paths::MAX_STATE_LEN`] values only with `frame_ways`
     /// ([`paths::fewest_steps`]); through frames that never recur, joined where near, with
-    /// `near_frames` ([`paths::near_frame_steps`]).
+    /// `near_frames`.
     ///
     /// ```
     /// use laq::run::config::TrainConfig;
@@ -323,12 +323,7 @@ impl TrainConfig {
         if !self.frame_ways && paths::never_jump(data) {
             return None;
         }
-        let near = || {
-            self.near_frames
-                .then(|| paths::near_frame_steps(data, self.ways_pace))
-                .flatten()
-        };
-        paths::fewest_steps(data, self.ways_pace).or_else(near)
+        paths::fewest_steps(data, self.ways_pace, self.near_frames)
     }
 
     /// An error naming the first setting out of its range: a Q-learning discount of 1.5
