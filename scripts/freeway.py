@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Atari frames of another game and policy: ALE Freeway through `ale-py`.
 
-A random policy (up 60%, no-op 30%, down 10%; the game's sticky actions on) plays
-`ALE/Freeway-v5` (four frames skipped per step) for `--steps` transitions. Observations
-are the last four grey frames, each reduced to `--size` x `--size` by block means,
-stacked along channels (`[N, 4, S, S]` u8); a crossing gives a reward of 1; the game's end
-is terminal, a truncation a timeout. The truth for each row is the chicken's height
+A random policy (up 60%, no-op 30%, down 10% by default; `--up P` moves up with
+probability P and splits the rest 3:1 between no-op and down; the game's sticky actions
+on) plays `ALE/Freeway-v5` (four frames skipped per step) for `--steps` transitions.
+Observations are the last four grey frames, each reduced to `--size` x `--size` by block
+means, stacked along channels (`[N, 4, S, S]` u8); a crossing gives a reward of 1; the
+game's end is terminal, a truncation a timeout. The truth for each row is the chicken's height
 before the step (RAM byte 14: 6 at the bottom, about 177 at the top), saved beside the
 data as `<out>_truth.npy`: V should rank frames by it.
 
@@ -27,8 +28,12 @@ def main():
     p.add_argument("--steps", type=int, default=50000)
     p.add_argument("--size", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--up", type=float, default=0.6)
     p.add_argument("--out", required=True)
     a = p.parse_args()
+    if not 0.0 <= a.up <= 1.0:
+        p.error(f"--up {a.up}: a probability, 0 to 1")
+    policy = [0.75 * (1.0 - a.up), a.up, 0.25 * (1.0 - a.up)]
 
     import ale_py
     import gymnasium as gym
@@ -50,7 +55,7 @@ def main():
     frame, _ = env.reset(seed=a.seed)
     stack, y = [small(frame)] * 4, height()
     while len(rew) < a.steps:
-        frame, r, ended, cut, _ = env.step(rng.choice(3, p=[0.3, 0.6, 0.1]))
+        frame, r, ended, cut, _ = env.step(rng.choice(3, p=policy))
         after = stack[1:] + [small(frame)]
         obs.append(np.stack(stack))
         nxt.append(np.stack(after))

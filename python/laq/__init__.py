@@ -156,7 +156,9 @@ def train(
 
     ``data`` is a dataset path (any format :func:`load` reads; ``obs_keys`` and
     ``reward`` as there), a dict of numpy arrays under the keys of the dataset format
-    (what :func:`load` returns), or a Minari dataset (see :func:`from_episodes`).
+    (what :func:`load` returns; without ``next_observations``, each row's is the next
+    row of its episode, as for D4RL files), or a Minari dataset (see
+    :func:`from_episodes`).
 
     ``settings`` are named as in ``laq config default``: ``labels``, ``q``,
     ``top_actions``; nested ones with a dot, passed as
@@ -236,7 +238,9 @@ class Model:
 
     def values(self, obs: Any) -> np.ndarray:
         """V of a batch of observations ``[N, *obs_shape]`` as a float32 array ``[N]``,
-        or of one observation ``obs_shape`` as a 0-d array.
+        or of one observation ``obs_shape`` as a 0-d array. An image model also takes
+        frames as ``laq.train`` reads them: channels-last ``[N, H, W, C]``, grey
+        ``[N, H, W]``, stacks ``[N, T, C, H, W]`` or ``[N, T, H, W, C]``.
 
         Numbers of any real dtype are converted to float32. Raises ``ValueError`` for a
         wrong shape or a NaN/infinite value (naming the row), ``TypeError`` for a

@@ -8,6 +8,7 @@
 //! never unwinds into the interpreter.
 
 use anyhow::Context as _;
+use laq::data::frames::FrameLayout;
 use laq::data::read::{ReadOptions, RewardSource};
 use laq::data::{Actions, DType, Dataset, Observations, RawArray};
 use laq::run::config::TrainConfig;
@@ -173,7 +174,9 @@ fn dataset_of(arrays: &Bound<'_, PyDict>) -> PyResult<Dataset> {
             },
         );
     }
-    Dataset::from_arrays(raw)
+    // Arrays without `next_observations` take each row's from the next row of its episode.
+    laq::data::following::next_from_rows(&mut raw)
+        .and_then(|_| Dataset::from_arrays(raw))
         .context("invalid dataset")
         .map_err(py_err)
 }
@@ -377,11 +380,20 @@ impl Model {
         let shape = x.shape();
         let want = self.obs_shape();
         let d: usize = want.iter().product();
+        // Frames stored as other tools store them (channels-last, grey without a channel
+        // axis, stacks), read as the model's `[C, H, W]` as `laq train` reads them.
+        let stored =
+            |s: &[usize]| FrameLayout::of(s, want.len() == 3).filter(|l| want[..] == l.shape()[..]);
         let single = shape == want.as_slice();
         let batch = shape.len() >= 2
             && shape[1..].iter().product::<usize>() == d
             && (want.len() == 1 || shape[1..] == want[..]);
-        if !single && !batch {
+        let layout = match (single || batch, stored(shape)) {
+            (true, _) => None,
+            (false, Some(l)) => Some((l, true)),
+            (false, None) => shape.get(1..).and_then(stored).map(|l| (l, false)),
+        };
+        if !single && !batch && layout.is_none() {
             return Err(PyValueError::new_err(format!(
                 "{what} of shape {shape:?}: the model takes observations of shape {want:?}, \
                  one or a batch [N, {}]",
@@ -391,11 +403,19 @@ impl Model {
                     .join(", ")
             )));
         }
+        let single = single || layout.is_some_and(|(_, one)| one);
         let n = if single { 1 } else { shape[0] };
-        let flat: Vec<f32> = match x.as_slice() {
+        let mut flat: Vec<f32> = match x.as_slice() {
             Ok(s) => s.to_vec(),
             Err(_) => x.as_array().iter().copied().collect(),
         };
+        if let Some((l, _)) = layout.filter(|(l, _)| l.moves_values()) {
+            let mut read = vec![0f32; d];
+            for row in flat.chunks_exact_mut(d) {
+                l.to_channels_first(row, &mut read);
+                row.copy_from_slice(&read);
+            }
+        }
         if let Some(i) = flat.iter().position(|v| !v.is_finite()) {
             return Err(PyValueError::new_err(format!(
                 "{what}: {} holds NaN or infinity (row {})",

@@ -479,3 +479,40 @@ def test_select_ahead_errors(run):
         model.select_ahead([np.nan, 1.0], same, 2)
     assert laq.MAX_LOOKAHEAD == 4
     assert model.select_ahead([1.0, 1.0], same, 2, depth=laq.MAX_LOOKAHEAD) == 0
+
+
+def test_channels_last_frames_train_and_evaluate_as_stored(tmp_path, data):
+    """The corridor drawn as 20x20 RGB frames stored channels-last, as numpy and
+    gymnasium keep them: laq reads them as [3, 20, 20], and the model takes them either
+    way, with the same values."""
+    x = data["observations"][:, 0].astype(int)
+    nx = data["next_observations"][:, 0].astype(int)
+
+    def draw(pos):
+        f = np.zeros((len(pos), 20, 20, 3), dtype=np.uint8)
+        for i, p in enumerate(pos):
+            f[i, :, 2 * p : 2 * p + 2, 0] = 255
+            f[i, 2 * p : 2 * p + 2, :, 2] = 128
+        return f
+
+    frames = dict(data, observations=draw(x), next_observations=draw(nx))
+    model = laq.train(frames, out=tmp_path / "r", seed=1, **FAST)
+    assert model.obs_shape == (3, 20, 20)
+    stored = frames["observations"][:16].astype(np.float32)
+    as_read = stored.transpose(0, 3, 1, 2)
+    assert np.array_equal(model.values(stored), model.values(as_read))
+    assert model.values(stored[3]) == model.values(as_read)[3]
+    with pytest.raises(ValueError, match=r"shape \[3, 20, 20\]"):
+        model.values(stored[:, :, :10])
+
+
+def test_arrays_without_next_observations_follow_their_episodes(tmp_path, data):
+    """D4RL's layout: no next observations; each row's is the next row of its episode,
+    and the last row of an episode cut without a terminal is left out."""
+    d4rl = {k: v for k, v in data.items() if k != "next_observations"}
+    model = laq.train(d4rl, out=tmp_path / "r", seed=1, **FAST)
+    v = model.values(data["observations"])
+    assert np.all(np.isfinite(v))
+    no_terminals = {k: v for k, v in d4rl.items() if k != "terminals"}
+    with pytest.raises(ValueError, match="next_observations` and `terminals"):
+        laq.train(no_terminals, out=tmp_path / "x", **FAST)

@@ -4,6 +4,8 @@
 pub mod array;
 pub mod dedup;
 pub mod files;
+pub mod following;
+pub mod frames;
 pub mod import;
 pub mod observations;
 pub mod paths;
@@ -25,6 +27,23 @@ use std::path::Path;
 pub enum Actions {
     Discrete(Vec<i64>),
     Continuous { dim: usize, values: Vec<f32> },
+}
+
+impl Actions {
+    /// The actions of rows `idx`, in that order.
+    pub fn select(&self, idx: &[usize]) -> Actions {
+        match self {
+            Actions::Discrete(a) => Actions::Discrete(idx.iter().map(|&i| a[i]).collect()),
+            Actions::Continuous { dim, values } => Actions::Continuous {
+                dim: *dim,
+                values: idx
+                    .iter()
+                    .flat_map(|&i| row_of(values, *dim, i))
+                    .copied()
+                    .collect(),
+            },
+        }
+    }
 }
 
 /// A validated set of transitions. Observations are flattened row-major, as f32 or, when
@@ -195,20 +214,7 @@ impl Dataset {
                 .next_missing
                 .as_ref()
                 .map(|t| idx.iter().map(|&i| t[i]).collect()),
-            actions: match &self.actions {
-                Some(Actions::Discrete(a)) => {
-                    Some(Actions::Discrete(idx.iter().map(|&i| a[i]).collect()))
-                }
-                Some(Actions::Continuous { dim, values }) => Some(Actions::Continuous {
-                    dim: *dim,
-                    values: idx
-                        .iter()
-                        .flat_map(|&i| row_of(values, *dim, i))
-                        .copied()
-                        .collect(),
-                }),
-                None => None,
-            },
+            actions: self.actions.as_ref().map(|a| a.select(idx)),
         }
     }
 
@@ -258,7 +264,8 @@ impl Dataset {
             .collect()
     }
 
-    /// Validates named arrays against the dataset format.
+    /// Validates named arrays against the dataset format; frames stored channels-last,
+    /// grey or stacked are read as `[C, H, W]` ([`frames::FrameLayout`]).
     pub fn from_arrays(mut arrays: BTreeMap<String, RawArray>) -> Result<Self> {
         const KNOWN: [&str; 8] = [
             "observations",
@@ -303,17 +310,6 @@ impl Dataset {
         if n == 0 {
             bail!("the dataset holds no transitions (N = 0)");
         }
-        if let &[_, c, h, w] = obs.shape.as_slice() {
-            // [N, H, W, C] read as [N, C, H, W]: frames of 84 "channels" 3 pixels wide.
-            if c > MAX_CHANNELS_LAST_GUESS && matches!(w, 1 | 3 | 4) && h > w {
-                bail!(
-                    "key `observations`: shape {:?} looks like images stored channels-last \
-                     [N, H, W, C]; laq reads images as [N, C, H, W] (numpy: \
-                     `x.transpose(0, 3, 1, 2)`)",
-                    obs.shape
-                );
-            }
-        }
         if obs.shape[1..].contains(&0) {
             bail!(
                 "key `observations`: shape {:?} has a dimension of 0, so its rows hold no \
@@ -336,6 +332,25 @@ impl Dataset {
                 );
             }
         }
+        // Frames stored as other tools store them are read as `[C, H, W]`.
+        let (obs, next) = match frames::FrameLayout::of(&obs.shape[1..], obs.dtype == DType::U8) {
+            Some(layout) => {
+                log::info!(
+                    "observations of shape {:?}: {}, read as frames of {:?}",
+                    obs.shape,
+                    layout.describe(),
+                    layout.shape()
+                );
+                let read_as = |mut a: RawArray| {
+                    layout.reorder_bytes(&mut a.bytes, a.dtype.size());
+                    a.shape.truncate(1);
+                    a.shape.extend(layout.shape());
+                    a
+                };
+                (read_as(obs), read_as(next))
+            }
+            None => (obs, next),
+        };
         let check_n = |k: &str, a: &RawArray| -> Result<()> {
             if a.shape.first() != Some(&n) {
                 bail!("key `{k}`: shape {:?} does not start with N = {n}", a.shape);
@@ -561,10 +576,6 @@ fn row_of(v: &[f32], d: usize, i: usize) -> &[f32] {
     &v[i * d..(i + 1) * d]
 }
 
-/// Image channels above which a frame 1, 3 or 4 pixels wide is taken for a channels-last
-/// one (colour frames of up to 4 stacked RGB images have 12).
-const MAX_CHANNELS_LAST_GUESS: usize = 16;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -648,19 +659,6 @@ mod tests {
         let e = Dataset::from_arrays(m).unwrap_err().to_string();
         assert!(e.contains("rewardz"), "{e}");
 
-        // Frames stored channels-last.
-        let mut m = tiny().to_arrays();
-        for k in ["observations", "next_observations"] {
-            m.insert(
-                k.into(),
-                RawArray::from_f32(vec![2, 32, 32, 3], &[0.0; 6144]),
-            );
-        }
-        let e = Dataset::from_arrays(m).unwrap_err().to_string();
-        assert!(
-            e.contains("channels-last") && e.contains("[2, 32, 32, 3]"),
-            "{e}"
-        );
         // Rows of no values (a state of 0 dimensions, an image of 0 channels).
         for shape in [vec![2, 0], vec![2, 0, 4, 4]] {
             let mut m = tiny().to_arrays();
@@ -673,6 +671,53 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// Frames stored channels-last, or grey without a channel axis, are read as `[C, H, W]`
+    /// with every value where it belongs; u8 stays u8, f32 stays f32.
+    #[test]
+    fn frames_stored_other_ways_are_read_as_c_h_w() {
+        let with_obs = |a: RawArray| {
+            let mut m = tiny().to_arrays();
+            m.insert("observations".into(), a.clone());
+            m.insert("next_observations".into(), a);
+            Dataset::from_arrays(m).unwrap()
+        };
+        // [N, H, W, C] u8: value (h * 32 + w) * 3 + c, wrapped to u8.
+        let bytes: Vec<u8> = (0..2 * 32 * 32 * 3).map(|i| (i % 251) as u8).collect();
+        let d = with_obs(RawArray {
+            dtype: DType::U8,
+            shape: vec![2, 32, 32, 3],
+            bytes: bytes.clone(),
+        });
+        assert_eq!(d.obs_shape, [3, 32, 32]);
+        assert!(d.is_image() && d.observations.as_u8().is_some());
+        for i in 0..2 {
+            let row = d.observations.row(i, 3 * 32 * 32);
+            for (c, h, w) in [(0, 0, 0), (2, 0, 0), (1, 5, 7), (2, 31, 31)] {
+                let stored = bytes[i * 3072 + (h * 32 + w) * 3 + c];
+                assert_eq!(row[(c * 32 + h) * 32 + w], f32::from(stored));
+            }
+        }
+        // f32 frames move the same way.
+        let values: Vec<f32> = bytes.iter().map(|&b| f32::from(b) / 255.0).collect();
+        let f = with_obs(RawArray::from_f32(vec![2, 32, 32, 3], &values));
+        assert_eq!(f.obs_shape, [3, 32, 32]);
+        assert_eq!(
+            f.observations.row(1, 3072)[(2 * 32 + 31) * 32 + 31],
+            values[2 * 3072 - 1]
+        );
+        // Grey u8 frames [N, H, W] gain a channel; the values stay in place.
+        let g = with_obs(RawArray {
+            dtype: DType::U8,
+            shape: vec![2, 20, 16],
+            bytes: bytes[..640].to_vec(),
+        });
+        assert_eq!(g.obs_shape, [1, 20, 16]);
+        assert_eq!(g.observations.row(1, 320)[5], f32::from(bytes[325]));
+        // A float matrix is a state, not a frame.
+        let m = with_obs(RawArray::from_f32(vec![2, 20, 16], &values[..640]));
+        assert_eq!(m.obs_shape, [20, 16]);
     }
 
     #[test]

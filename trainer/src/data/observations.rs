@@ -126,6 +126,15 @@ impl Observations {
         }
     }
 
+    /// `parts` one after the other: u8 where every part is u8, f32 otherwise.
+    pub(crate) fn concat(parts: &[Observations]) -> Observations {
+        let bytes: Option<Vec<&[u8]>> = parts.iter().map(|p| p.as_u8()).collect();
+        match bytes {
+            Some(b) if !b.is_empty() => Observations::U8(b.concat()),
+            _ => Observations::F32(parts.iter().flat_map(|p| p.iter()).copied().collect()),
+        }
+    }
+
     /// Rows `idx` as one store of the same type.
     pub(crate) fn select(&self, idx: &[usize], d: usize) -> Observations {
         match self {

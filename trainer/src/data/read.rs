@@ -4,7 +4,7 @@
 
 use super::import::video::ImageSize;
 use super::import::{self, ImportOptions, Source};
-use super::{read_arrays, Dataset};
+use super::{following, read_arrays, Dataset};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -203,14 +203,44 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
                 arrays.insert("rewards".into(), r);
             }
         }
+        let followed = following::next_from_rows(&mut arrays)
+            .with_context(|| format!("invalid dataset {}", path.display()))?;
         let data = Dataset::from_arrays(arrays)
             .with_context(|| format!("invalid dataset {}", path.display()))?;
-        Loaded {
-            data,
-            source: "dataset format",
-            dropped: 0,
-            dropped_why: None,
-            notes: vec![],
+        match followed {
+            None => Loaded {
+                data,
+                source: "dataset format",
+                dropped: 0,
+                dropped_why: None,
+                notes: vec![],
+            },
+            Some(f) => {
+                let dropped = f.dropped();
+                if dropped > 0 {
+                    log::warn!(
+                        "{}: {dropped} rows are left out: each ends an episode without a \
+                         terminal, and the file holds no next observation for it",
+                        path.display()
+                    );
+                }
+                Loaded {
+                    data,
+                    source: "dataset format",
+                    dropped,
+                    dropped_why: (dropped > 0).then(|| {
+                        "the last row of an episode that ends without a terminal: the file \
+                         holds no next observation for it"
+                            .to_string()
+                    }),
+                    notes: vec![format!(
+                        "no `next_observations`: each row's next observation is the row \
+                         after it in its episode ({} episodes, ending at terminals, timeouts \
+                         and the last row)",
+                        f.episodes
+                    )],
+                }
+            }
         }
     };
     if let Some(note) = derive_rewards(&mut loaded.data, &opts.reward)? {
@@ -469,6 +499,60 @@ mod tests {
             let e = format!("{:#}", read(&p, &opts).unwrap_err());
             assert!(e.contains(needle) && e.contains("r.csv"), "{e}");
         }
+    }
+
+    /// D4RL's layout saved as arrays: no `next_observations`, so each row's next
+    /// observation is the next row of its episode; the last row of an episode cut
+    /// without a terminal is left out and counted.
+    #[test]
+    fn arrays_without_next_observations_take_the_next_row_of_their_episode() {
+        use super::super::{Actions, RawArray};
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.npz");
+        // Episodes: rows 0-2 (terminal), 3-4 (cut by a timeout), 5-6 (the file's end).
+        let flag = |v: &[u8]| RawArray::from_u8(vec![7], v.to_vec());
+        let mut arrays = std::collections::BTreeMap::from([
+            (
+                "observations".to_string(),
+                RawArray::from_u8(vec![7, 1], (0..7).collect()),
+            ),
+            (
+                "rewards".into(),
+                RawArray::from_f32(vec![7], &[0., 0., 1., 0., 0., 0., 0.]),
+            ),
+            ("terminals".into(), flag(&[0, 0, 1, 0, 0, 0, 0])),
+            ("timeouts".into(), flag(&[0, 0, 0, 0, 1, 0, 0])),
+            (
+                "actions".into(),
+                RawArray::from_i64(vec![7], &[10, 11, 12, 13, 14, 15, 16]),
+            ),
+        ]);
+        super::super::write_arrays(&p, &arrays).unwrap();
+        let l = read(&p, &ReadOptions::default()).unwrap();
+        let d = &l.data;
+        assert_eq!(d.observations.to_f32()[..], [0., 1., 2., 3., 5.]);
+        assert_eq!(d.next_observations.to_f32()[..], [1., 2., 2., 4., 6.]);
+        assert_eq!(d.rewards, [0., 0., 1., 0., 0.]);
+        assert_eq!(d.terminals, [false, false, true, false, false]);
+        assert_eq!(d.timeouts, Some(vec![false, false, false, true, true]));
+        assert_eq!(d.next_missing, Some(vec![false, false, true, false, false]));
+        assert_eq!(d.actions, Some(Actions::Discrete(vec![10, 11, 12, 13, 15])));
+        assert_eq!(l.dropped, 2);
+        let report = l.report_lines().join("\n");
+        assert!(
+            report.contains("2 rows left out") && report.contains("3 episodes"),
+            "{report}"
+        );
+        // What cannot be read that way is named.
+        arrays.insert("next_missing".into(), flag(&[0; 7]));
+        super::super::write_arrays(&p, &arrays).unwrap();
+        let e = format!("{:#}", read(&p, &ReadOptions::default()).unwrap_err());
+        assert!(e.contains("next_missing") && e.contains("d.npz"), "{e}");
+        arrays.remove("next_missing");
+        arrays.remove("terminals");
+        super::super::write_arrays(&p, &arrays).unwrap();
+        let e = format!("{:#}", read(&p, &ReadOptions::default()).unwrap_err());
+        assert!(e.contains("`next_observations` and `terminals`"), "{e}");
     }
 
     #[test]

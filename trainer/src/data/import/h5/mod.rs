@@ -2,7 +2,8 @@
 //! in Rust.
 
 use super::{ImportOptions, Imported, Source};
-use crate::data::{Actions, DType, Dataset, RawArray};
+use crate::data::following::Following;
+use crate::data::{Actions, DType, Dataset, Observations, RawArray};
 use anyhow::{anyhow, bail, Context, Result};
 use hdf5_reader::error::Error as H5Error;
 use hdf5_reader::group::Group;
@@ -425,10 +426,11 @@ fn describe(a: &Actions) -> String {
 
 /// Observations from one array, or from the arrays of a group (a dict observation
 /// space) flattened side by side per row.
+/// u8 arrays (frames) stay u8, as the dataset format keeps them.
 struct Obs {
     rows: usize,
     shape: Vec<usize>,
-    values: Vec<f32>,
+    values: Observations,
     keys: Vec<String>,
 }
 
@@ -436,9 +438,10 @@ impl Obs {
     fn width(&self) -> usize {
         self.shape.iter().product()
     }
-    fn row(&self, i: usize) -> &[f32] {
-        let w = self.width();
-        &self.values[i * w..(i + 1) * w]
+    /// Rows `idx`, in that order.
+    fn rows(&self, idx: impl IntoIterator<Item = usize>) -> Observations {
+        let idx: Vec<usize> = idx.into_iter().collect();
+        self.values.select(&idx, self.width())
     }
 }
 
@@ -484,10 +487,15 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             if shape.contains(&0) {
                 bail!("key `{key}`: shape {:?} holds no value per row", a.shape);
             }
+            let n = rows(&a);
+            let values = match a.dtype {
+                DType::U8 => Observations::U8(a.bytes),
+                _ => Observations::F32(finite_f32(&a, key)?),
+            };
             return Ok(Obs {
-                rows: rows(&a),
+                rows: n,
                 shape,
-                values: finite_f32(&a, key)?,
+                values,
                 keys: vec![],
             });
         }
@@ -554,7 +562,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
     Ok(Obs {
         rows,
         shape: vec![width],
-        values,
+        values: values.into(),
         keys,
     })
 }
@@ -645,64 +653,50 @@ fn d4rl(f: &Group, opts: &ImportOptions) -> Result<Imported> {
         notes.push(format!("left out: {}", other.join(", ")));
     }
 
-    // An episode ends at a terminal, at a timeout, and at the last row of the file.
-    let ends: Vec<bool> = (0..n)
-        .map(|i| terminals[i] || timeouts[i] || i + 1 == n)
-        .collect();
-    let episodes = ends.iter().filter(|&&e| e).count();
-    let (next_observations, terminals, timeouts, keep, next_missing) = match next {
+    let (data, episodes, dropped) = match next {
         Some(nx) => {
             // The file's last row ends an episode too: marked as cut, so the episode
             // structure stays visible in our format.
             let touts = (0..n)
                 .map(|i| timeouts[i] || (i + 1 == n && !terminals[i]))
                 .collect();
-            (
-                nx.values,
+            let episodes = (0..n)
+                .filter(|&i| terminals[i] || timeouts[i] || i + 1 == n)
+                .count();
+            let data = Dataset {
+                obs_shape: obs.shape,
+                observations: obs.values,
+                next_observations: nx.values,
+                rewards,
                 terminals,
-                touts,
-                (0..n).collect::<Vec<_>>(),
-                None,
-            )
+                timeouts: Some(touts),
+                next_missing: None,
+                actions,
+            };
+            (data, episodes, 0)
         }
         None => {
-            // No row may take its next observation from another episode, so the last row
-            // of each episode has none. A terminal one is kept (its value is its reward;
-            // nothing bootstraps past it), its next observation a copy of its own and
-            // marked missing; any other is left out below, since its value would need the
-            // next observation.
-            let next = (0..n)
-                .flat_map(|i| obs.row(if ends[i] { i } else { i + 1 }))
-                .copied()
-                .collect();
-            let missing: Vec<bool> = (0..n).map(|i| ends[i] && terminals[i]).collect();
-            // The last kept row of an episode cut without a terminal is where it is cut.
-            let touts = (0..n)
-                .map(|i| !ends[i] && ends[i + 1] && !terminals[i + 1])
-                .collect();
-            let keep: Vec<usize> = (0..n).filter(|&i| !ends[i] || terminals[i]).collect();
-            let terminals = (0..n).map(|i| terminals[i] && ends[i]).collect();
-            (next, terminals, touts, keep, Some(missing))
+            let f = Following::of(&terminals, &timeouts);
+            if f.keep.is_empty() {
+                bail!(
+                    "no transition left: every episode is a single row cut without a \
+                     terminal, and without `next_observations` such a row needs the next \
+                     one of its episode"
+                );
+            }
+            let data = Dataset {
+                obs_shape: obs.shape.clone(),
+                observations: obs.rows(f.keep.iter().copied()),
+                next_observations: obs.rows(f.next_row.iter().copied()),
+                rewards: f.keep.iter().map(|&i| rewards[i]).collect(),
+                terminals: f.terminals.clone(),
+                timeouts: Some(f.timeouts.clone()),
+                next_missing: Some(f.missing.clone()),
+                actions: actions.map(|a| a.select(&f.keep)),
+            };
+            (data, f.episodes, f.dropped())
         }
     };
-    if keep.is_empty() {
-        bail!(
-            "no transition left: every episode is a single row cut without a terminal, and \
-             without `next_observations` such a row needs the next one of its episode"
-        );
-    }
-    let dropped = n - keep.len();
-    let all = Dataset {
-        obs_shape: obs.shape,
-        observations: obs.values.into(),
-        next_observations: next_observations.into(),
-        rewards,
-        terminals,
-        timeouts: Some(timeouts),
-        next_missing,
-        actions,
-    };
-    let data = if dropped == 0 { all } else { all.select(&keep) };
     Ok(Imported {
         data,
         source: Source::D4rl,
@@ -778,10 +772,8 @@ fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
             ),
             _ => {}
         }
-        for s in 0..t {
-            o.extend_from_slice(obs.row(s));
-            nx.extend_from_slice(obs.row(s + 1));
-        }
+        o.push(obs.rows(0..t));
+        nx.push(obs.rows(1..t + 1));
         // An episode that stops without either flag was cut by the recording.
         if !te[t - 1] && !tr[t - 1] {
             tr[t - 1] = true;
@@ -843,8 +835,8 @@ fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
     let (obs_shape, keys, _) = shape.unwrap_or_default();
     let data = Dataset {
         obs_shape,
-        observations: o.into(),
-        next_observations: nx.into(),
+        observations: Observations::concat(&o),
+        next_observations: Observations::concat(&nx),
         rewards: r,
         terminals: term,
         timeouts: Some(tout),

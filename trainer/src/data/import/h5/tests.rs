@@ -516,3 +516,50 @@ fn convert_writes_whole_files_only() {
     left.sort();
     assert_eq!(left, ["bad.hdf5", "d.hdf5", "d.npz", "d.safetensors"]);
 }
+
+/// Frames stored as u8 stay u8 (a quarter of f32's memory), whether D4RL's rows or
+/// Minari's episodes, and are read in the layouts the dataset format reads.
+#[test]
+fn u8_frames_stay_u8() {
+    let dir = tempfile::tempdir().unwrap();
+    // D4RL: 5 grey 20x20 frames, a terminal at row 2, the file ending at row 4.
+    let px = |i: usize, j: usize| ((i * 7 + j) % 256) as u8;
+    let frames: Vec<u8> = (0..5)
+        .flat_map(|i| (0..400).map(move |j| px(i, j)))
+        .collect();
+    let mut f = Tree::new();
+    put(&mut f, "observations", &[5, 20, 20], &frames);
+    put(&mut f, "rewards", &[5], &[0f32, 0., 1., 0., 0.]);
+    put(&mut f, "terminals", &[5], &[0u8, 0, 1, 0, 0]);
+    let p = dir.path().join("d.hdf5");
+    save(f, &p);
+    let d = import(&p, Source::Auto, &ImportOptions::default())
+        .unwrap()
+        .data;
+    assert_eq!((d.len(), d.obs_shape.clone()), (4, vec![1, 20, 20]));
+    let bytes = d.next_observations.as_u8().expect("u8 kept");
+    assert_eq!(bytes[3 * 400 + 9], px(4, 9));
+    assert_eq!(bytes[2 * 400 + 9], px(2, 9), "a terminal's next is its own");
+
+    // Minari: one episode of 3 steps, RGB frames 17x4 stored channels-last.
+    let mut f = Tree::new();
+    let rgb: Vec<u8> = (0..4)
+        .flat_map(|s| (0..17 * 4 * 3).map(move |j| px(s, j)))
+        .collect();
+    put(&mut f, "episode_0/observations", &[4, 17, 4, 3], &rgb);
+    put(&mut f, "episode_0/rewards", &[3], &[0f64, 0., 1.]);
+    put_bool(&mut f, "episode_0/terminations", &[false, false, true]);
+    put_bool(&mut f, "episode_0/truncations", &[false; 3]);
+    let m = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(m.path().join("data")).unwrap();
+    save(f, &m.path().join("data").join("main_data.hdf5"));
+    let d = import(m.path(), Source::Auto, &ImportOptions::default())
+        .unwrap()
+        .data;
+    assert_eq!((d.len(), d.obs_shape.clone()), (3, vec![3, 17, 4]));
+    let obs = d.observations.as_u8().expect("u8 kept");
+    // Step 1, channel 2 (blue), pixel (h 5, w 3): stored at ((5 * 4) + 3) * 3 + 2.
+    assert_eq!(obs[204 + (2 * 17 + 5) * 4 + 3], px(1, (5 * 4 + 3) * 3 + 2));
+    let next = d.next_observations.as_u8().expect("u8 kept");
+    assert_eq!(next[..204], obs[204..408]);
+}
