@@ -116,6 +116,20 @@ impl RawArray {
         Ok(())
     }
 
+    /// Every element as a flag, 0 or 1 (bools, integers or floats); any other value is an
+    /// error naming `key` and the row.
+    pub(crate) fn flags(&self, key: &str) -> Result<Vec<bool>> {
+        self.to_f64()
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                0.0 => Ok(false),
+                1.0 => Ok(true),
+                x => bail!("key `{key}`: row {i} is {x}, expected 0 or 1"),
+            })
+            .collect()
+    }
+
     /// Every element as f64, whatever the stored type.
     pub fn to_f64(&self) -> Vec<f64> {
         let b = &self.bytes;

@@ -88,7 +88,10 @@ pub fn next_from_rows(arrays: &mut BTreeMap<String, RawArray>) -> Result<Option<
     obs.check_size("observations")?;
     let n = obs.shape.first().copied().unwrap_or(0);
     if arrays.contains_key("next_missing") {
-        bail!("key `next_missing` without `next_observations`: there are no next observations to be missing");
+        bail!(
+            "key `next_missing` without `next_observations`: there are no next \
+             observations to be missing"
+        );
     }
     let flags = |k: &str| -> Result<Option<Vec<bool>>> {
         let Some(a) = arrays.get(k) else {
@@ -98,16 +101,7 @@ pub fn next_from_rows(arrays: &mut BTreeMap<String, RawArray>) -> Result<Option<
         if a.shape != [n] {
             bail!("key `{k}`: expected shape [{n}], got {:?}", a.shape);
         }
-        a.to_f64()
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                0.0 => Ok(false),
-                1.0 => Ok(true),
-                x => bail!("key `{k}`: row {i} is {x}, expected 0 or 1"),
-            })
-            .collect::<Result<Vec<_>>>()
-            .map(Some)
+        a.flags(k).map(Some)
     };
     let Some(terminals) = flags("terminals")? else {
         bail!(

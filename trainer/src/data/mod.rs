@@ -369,15 +369,7 @@ impl Dataset {
             if a.shape.len() != 1 {
                 bail!("key `{k}`: expected shape [{n}], got {:?}", a.shape);
             }
-            a.to_f64()
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    0.0 => Ok(false),
-                    1.0 => Ok(true),
-                    x => bail!("key `{k}`: row {i} is {x}, expected 0 or 1"),
-                })
-                .collect()
+            a.flags(k)
         };
         let terminals = flags("terminals", &terminals)?;
         let timeouts = match take(&mut arrays, "timeouts") {

@@ -376,15 +376,7 @@ fn finite_f32(a: &RawArray, key: &str) -> Result<Vec<f32>> {
 
 fn flags(a: &RawArray, key: &str, n: usize, why: &str) -> Result<Vec<bool>> {
     check_per_step(a, key, n, why)?;
-    a.to_f64()
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| match v {
-            0.0 => Ok(false),
-            1.0 => Ok(true),
-            x => bail!("key `{key}`: row {i} is {x}, expected 0 or 1"),
-        })
-        .collect()
+    a.flags(key)
 }
 
 fn rewards(a: &RawArray, key: &str, n: usize, why: &str) -> Result<Vec<f32>> {
