@@ -835,5 +835,10 @@ fn outputs_never_replace_inputs_and_settings_are_checked() {
     std::fs::write(own.join("report.md"), "mine").unwrap();
     let own = own.to_str().unwrap();
     refused(&["train", "--data", &g, "--out", own], &["own", "run.json"]);
+    // Nor a study's: a study writes its figures, models and data there.
+    for study in ["gridworld", "maze2d", "nav"] {
+        refused(&["reproduce", study, "--out", own], &["own", "study.json"]);
+    }
+    assert_eq!(std::fs::read_dir(own).unwrap().count(), 1);
     assert_eq!(std::fs::read_to_string(p("own/report.md")).unwrap(), "mine");
 }

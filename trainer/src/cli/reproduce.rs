@@ -114,7 +114,7 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
             if no_sticky {
                 study.sticky.clear();
             }
-            create(&out)?;
+            create(&out, "gridworld")?;
             (out.clone(), grid::gridworld(&out, &study, device)?.1)
         }
         Study::Nav {
@@ -150,7 +150,7 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
             if let Some(n) = ensemble {
                 cfg.train.ensemble = n;
             }
-            create(&out)?;
+            create(&out, "nav")?;
             (out.clone(), nav::nav(&out, &cfg, device)?.1)
         }
         Study::Maze2d {
@@ -186,7 +186,7 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
                     cfg.steps = n;
                 }
             }
-            create(&out)?;
+            create(&out, "maze2d")?;
             (out.clone(), maze::maze2d(&out, &study, device)?.1)
         }
     };
@@ -195,6 +195,16 @@ pub fn run(study: Study, device: &Device) -> Result<()> {
     Ok(())
 }
 
-fn create(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
+/// Marks a directory as a study's from its start, so that a study cut short can run there
+/// again.
+const STUDY_FILE: &str = "study.json";
+
+/// The study's directory: new, empty, or an earlier study's (a study writes its figures,
+/// models and data there, and would replace a user's own files). `metrics.json` marks
+/// the studies finished before `study.json` was written.
+fn create(dir: &Path, study: &str) -> Result<()> {
+    crate::run::launch::refuse_unless_holds(dir, &[STUDY_FILE, "metrics.json"], "study")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let marker = serde_json::json!({ "study": study });
+    crate::util::io::write_atomic(&dir.join(STUDY_FILE), marker.to_string().as_bytes())
 }

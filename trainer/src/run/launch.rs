@@ -151,19 +151,25 @@ pub fn launch(
 /// assert!(laq::run::launch::refuse_foreign(dir.path()).is_err());
 /// ```
 pub fn refuse_foreign(out: &Path) -> Result<()> {
+    refuse_unless_holds(out, &[RUN_FILE], "run")
+}
+
+/// `out` must be new, empty, or hold one of `markers`, the files that a `what` (a run, a
+/// study) leaves there.
+pub fn refuse_unless_holds(out: &Path, markers: &[&str], what: &str) -> Result<()> {
     if out.exists() && !out.is_dir() {
-        bail!("{} is a file, not a run directory", out.display());
+        bail!("{} is a file, not a {what} directory", out.display());
     }
     let mut entries = match std::fs::read_dir(out) {
         Ok(entries) => entries,
         Err(_) => return Ok(()),
     };
-    if entries.next().is_some() && !out.join(RUN_FILE).exists() {
+    if entries.next().is_some() && !markers.iter().any(|m| out.join(m).exists()) {
         bail!(
-            "{} holds files and no run ({} is missing): give a new or empty directory \
+            "{} holds files and no {what} ({} is missing): give a new or empty directory \
              to --out",
             out.display(),
-            RUN_FILE
+            markers.join(" or ")
         );
     }
     Ok(())
