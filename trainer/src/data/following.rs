@@ -68,6 +68,17 @@ impl Following {
         }
     }
 
+    /// Itself, or an error where no row stays.
+    pub fn any_left(self) -> Result<Self> {
+        if self.keep.is_empty() {
+            bail!(
+                "no transition left: every episode is a single row cut without a terminal, \
+                 and without `next_observations` such a row needs the next one of its episode"
+            );
+        }
+        Ok(self)
+    }
+
     /// Rows of the source left out: the last rows of episodes cut without a terminal.
     pub fn dropped(&self) -> usize {
         self.rows - self.keep.len()
@@ -111,13 +122,7 @@ pub fn next_from_rows(arrays: &mut BTreeMap<String, RawArray>) -> Result<Option<
         );
     };
     let timeouts = flags("timeouts")?.unwrap_or_else(|| vec![false; n]);
-    let f = Following::of(&terminals, &timeouts);
-    if f.keep.is_empty() {
-        bail!(
-            "no transition left: every episode is a single row cut without a terminal, and \
-             without `next_observations` such a row needs the next one of its episode"
-        );
-    }
+    let f = Following::of(&terminals, &timeouts).any_left()?;
     let next = rows(obs, &f.next_row);
     for (k, a) in arrays.iter_mut() {
         if a.shape.first() == Some(&n) {

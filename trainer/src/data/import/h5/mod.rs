@@ -417,8 +417,8 @@ fn describe(a: &Actions) -> String {
 }
 
 /// Observations from one array, or from the arrays of a group (a dict observation
-/// space) flattened side by side per row.
-/// u8 arrays (frames) stay u8, as the dataset format keeps them.
+/// space) flattened side by side per row. One u8 array (frames) stays u8, as the dataset
+/// format keeps it.
 struct Obs {
     rows: usize,
     shape: Vec<usize>,
@@ -668,14 +668,7 @@ fn d4rl(f: &Group, opts: &ImportOptions) -> Result<Imported> {
             (data, episodes, 0)
         }
         None => {
-            let f = Following::of(&terminals, &timeouts);
-            if f.keep.is_empty() {
-                bail!(
-                    "no transition left: every episode is a single row cut without a \
-                     terminal, and without `next_observations` such a row needs the next \
-                     one of its episode"
-                );
-            }
+            let f = Following::of(&terminals, &timeouts).any_left()?;
             let data = Dataset {
                 obs_shape: obs.shape.clone(),
                 observations: obs.rows(f.keep.iter().copied()),
