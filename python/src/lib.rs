@@ -370,9 +370,9 @@ impl Model {
         }
     }
 
-    /// Rows of `x` (`[N, *obs_shape]`, or one observation), flattened; `None` for one
-    /// observation.
-    fn rows(
+    /// Rows of `x` (`[N, *obs_shape]`, or one observation), flattened, with their count
+    /// and whether `x` was one observation.
+    fn layout_rows(
         &self,
         x: &PyReadonlyArrayDyn<'_, f32>,
         what: &str,
@@ -416,6 +416,17 @@ impl Model {
                 row.copy_from_slice(&read);
             }
         }
+        Ok((flat, n, single))
+    }
+
+    /// [`Model::layout_rows`], every value finite.
+    fn rows(
+        &self,
+        x: &PyReadonlyArrayDyn<'_, f32>,
+        what: &str,
+    ) -> PyResult<(Vec<f32>, usize, bool)> {
+        let (flat, n, single) = self.layout_rows(x, what)?;
+        let d = flat.len() / n.max(1);
         if let Some(i) = flat.iter().position(|v| !v.is_finite()) {
             return Err(PyValueError::new_err(format!(
                 "{what}: {} holds NaN or infinity (row {})",
@@ -513,12 +524,14 @@ impl Model {
         let shape = candidates.shape().to_vec();
         let want = self.obs_shape();
         let d: usize = want.iter().product();
-        if shape.is_empty() || shape[1..].iter().product::<usize>() != d || shape.len() < 2 {
+        // The rows `values` reads (frames in the layouts `laq train` reads, too), as a
+        // batch; a candidate that is not finite never wins, rather than failing the call.
+        let (flat, m, single) = self.layout_rows(&candidates, "candidates")?;
+        if single {
             return Err(PyValueError::new_err(format!(
                 "candidates of shape {shape:?}: give a batch [M, *{want:?}] of next states"
             )));
         }
-        let m = shape[0];
         if m == 0 {
             return Err(PyValueError::new_err("no candidates"));
         }
@@ -532,7 +545,6 @@ impl Model {
                 )));
             }
         }
-        let flat: Vec<f32> = candidates.as_array().iter().copied().collect();
         let result = py.detach(|| {
             let model = self.owned.model();
             let table: Vec<Predicted<'_>> = (0..m)

@@ -502,6 +502,7 @@ def test_channels_last_frames_train_and_evaluate_as_stored(tmp_path, data):
     as_read = stored.transpose(0, 3, 1, 2)
     assert np.array_equal(model.values(stored), model.values(as_read))
     assert model.values(stored[3]) == model.values(as_read)[3]
+    assert model.select(stored[:6]) == model.select(as_read[:6])
     with pytest.raises(ValueError, match=r"shape \[3, 20, 20\]"):
         model.values(stored[:, :, :10])
 
