@@ -254,9 +254,9 @@ class Model:
         rewards: Optional[Any] = None,
         terminals: Optional[Any] = None,
     ) -> int:
-        """Index of the best candidate next state ``[M, *obs_shape]`` by
-        ``reward + gamma * V(next)`` (``V = 0`` for terminal ones; rewards 0 when not
-        given, which ranks by V). Candidates that are NaN/infinite or outside the
+        """Index of the best candidate next state ``[M, *obs_shape]`` (frames also in
+        the layouts :meth:`values` takes) by ``reward + gamma * V(next)`` (``V = 0`` for
+        terminal ones; rewards 0 when not given, which ranks by V). Candidates that are NaN/infinite or outside the
         model's density gate never win; ties go to the lowest index. Raises
         ``ValueError`` if none is valid.
         """

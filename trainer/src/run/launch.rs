@@ -156,6 +156,16 @@ pub fn refuse_foreign(out: &Path) -> Result<()> {
 
 /// `out` must be new, empty, or hold one of `markers`, the files that a `what` (a run, a
 /// study) leaves there.
+///
+/// ```
+/// use laq::run::launch::refuse_unless_holds;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+/// assert!(refuse_unless_holds(dir.path(), &["study.json"], "study").is_err());
+/// std::fs::write(dir.path().join("study.json"), "{}").unwrap();
+/// assert!(refuse_unless_holds(dir.path(), &["study.json"], "study").is_ok());
+/// ```
 pub fn refuse_unless_holds(out: &Path, markers: &[&str], what: &str) -> Result<()> {
     if out.exists() && !out.is_dir() {
         bail!("{} is a file, not a {what} directory", out.display());
