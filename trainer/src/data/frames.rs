@@ -1,7 +1,7 @@
 //! Frames stored the way other tools store them, read as the `[C, H, W]` frames laq
 //! trains on: grey frames without a channel axis (`[H, W]`), channels-last frames (`[H, W,
-//! C]`: numpy, PIL, gymnasium, Minari's Atari data) and stacks of frames (`[T, C, H, W]` or
-//! `[T, H, W, C]`, channels `T * C`, frame by frame).
+//! C]`: numpy images, PIL, gymnasium's Atari observations) and stacks of frames (`[T, C,
+//! H, W]` or `[T, H, W, C]`, channels `T * C`, frame by frame).
 
 /// Sides below which a two-dimensional observation is a matrix of values, not a grey frame.
 const MIN_GREY_SIDE: usize = 16;
