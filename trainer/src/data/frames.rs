@@ -3,8 +3,9 @@
 //! C]`: numpy images, PIL, gymnasium's Atari observations) and stacks of frames (`[T, C,
 //! H, W]` or `[T, H, W, C]`, channels `T * C`, frame by frame).
 
-/// Sides below which a two-dimensional observation is a matrix of values, not a grey frame.
-const MIN_GREY_SIDE: usize = 16;
+/// Sides below which a two-dimensional observation is a matrix of values rather than a grey
+/// frame, and a four-dimensional one a tensor rather than a stack of frames.
+const MIN_FRAME_SIDE: usize = 16;
 
 /// Rows (height) above which a frame 1, 3 or 4 values wide is taken for a channels-last
 /// one: a channels-first frame of more than 16 channels that narrow is not an image any
@@ -56,12 +57,12 @@ impl FrameLayout {
             channels_last,
         };
         match *shape {
-            [h, w] if pixels && h >= MIN_GREY_SIDE && w >= MIN_GREY_SIDE => {
+            [h, w] if pixels && h >= MIN_FRAME_SIDE && w >= MIN_FRAME_SIDE => {
                 Some(layout(1, 1, h, w, false))
             }
             [h, w, c] if last(shape) => Some(layout(1, c, h, w, true)),
             [t, h, w, c] if last(&shape[1..]) => Some(layout(t, c, h, w, true)),
-            [t, c, h, w] if h >= MIN_GREY_SIDE && w >= MIN_GREY_SIDE => {
+            [t, c, h, w] if h >= MIN_FRAME_SIDE && w >= MIN_FRAME_SIDE => {
                 Some(layout(t, c, h, w, false))
             }
             _ => None,
