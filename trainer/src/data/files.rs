@@ -1,4 +1,5 @@
-//! Array files: `.npz` (numpy) and `.safetensors`, read whole and written atomically.
+//! Array files: `.npz` (numpy, read array by array) and `.safetensors` (read whole), written
+//! atomically.
 
 use super::array::{DType, RawArray};
 use anyhow::{bail, Context, Result};
@@ -24,11 +25,14 @@ fn format_of(path: &Path) -> Result<Format> {
 
 /// Reads every array of a `.npz` or `.safetensors` file.
 pub fn read_arrays(path: &Path) -> Result<BTreeMap<String, RawArray>> {
-    let fmt = format_of(path)?;
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let res = match fmt {
-        Format::Npz => read_npz(&bytes),
-        Format::Safetensors => read_safetensors(&bytes),
+    let cannot_read = || format!("cannot read {}", path.display());
+    let res = match format_of(path)? {
+        // Read from the file, array by array: holding the whole file as well as its
+        // arrays would take twice the memory of the data.
+        Format::Npz => read_npz(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(cannot_read)?,
+        )),
+        Format::Safetensors => read_safetensors(&std::fs::read(path).with_context(cannot_read)?),
     };
     res.with_context(|| format!("cannot parse {}", path.display()))
 }
@@ -104,9 +108,8 @@ fn read_safetensors(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
     Ok(out)
 }
 
-fn read_npz(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
-    let mut zip =
-        zip::ZipArchive::new(std::io::Cursor::new(bytes)).context("not a valid .npz (zip) file")?;
+fn read_npz<R: Read + std::io::Seek>(reader: R) -> Result<BTreeMap<String, RawArray>> {
+    let mut zip = zip::ZipArchive::new(reader).context("not a valid .npz (zip) file")?;
     if zip.has_duplicate_names() {
         bail!("the archive holds a name more than once; which one is meant cannot be told");
     }
@@ -118,7 +121,7 @@ fn read_npz(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
         f.read_to_end(&mut buf)
             .with_context(|| format!("cannot decompress `{name}`"))?;
         let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
-        let arr = parse_npy(&buf).with_context(|| format!("key `{key}`"))?;
+        let arr = npy_of(buf).with_context(|| format!("key `{key}`"))?;
         // An archive may hold a name twice; which one is meant cannot be told.
         if out.contains_key(&key) {
             bail!("key `{key}` appears more than once in the archive");
@@ -130,6 +133,42 @@ fn read_npz(bytes: &[u8]) -> Result<BTreeMap<String, RawArray>> {
 
 /// Parses one `.npy` payload (format versions 1-3, little-endian or single-byte dtypes, C order).
 pub fn parse_npy(buf: &[u8]) -> Result<RawArray> {
+    let (dtype, shape, start) = npy_header(buf)?;
+    sized(RawArray {
+        dtype,
+        shape,
+        bytes: buf[start..].to_vec(),
+    })
+}
+
+/// [`parse_npy`] of a payload it may keep: the values stay where they are read, with no
+/// second copy of the array.
+fn npy_of(mut buf: Vec<u8>) -> Result<RawArray> {
+    let (dtype, shape, start) = npy_header(&buf)?;
+    buf.drain(..start);
+    sized(RawArray {
+        dtype,
+        shape,
+        bytes: buf,
+    })
+}
+
+/// The array itself, or an error where its bytes do not fill its shape.
+fn sized(arr: RawArray) -> Result<RawArray> {
+    let want = arr.len() * arr.dtype.size();
+    if arr.bytes.len() != want {
+        bail!(
+            "data holds {} bytes, shape {:?} of {} needs {want}",
+            arr.bytes.len(),
+            arr.shape,
+            arr.dtype.name()
+        );
+    }
+    Ok(arr)
+}
+
+/// The dtype, the shape and where the values start, of a `.npy` payload.
+fn npy_header(buf: &[u8]) -> Result<(DType, Vec<usize>, usize)> {
     if buf.len() < 10 || &buf[..6] != b"\x93NUMPY" {
         bail!("not a .npy array (bad magic)");
     }
@@ -199,22 +238,7 @@ pub fn parse_npy(buf: &[u8]) -> Result<RawArray> {
         "f8" => DType::F64,
         _ => bail!("dtype `{descr}` not supported"),
     };
-    let data = &buf[start + hlen..];
-    let arr = RawArray {
-        dtype,
-        shape,
-        bytes: data.to_vec(),
-    };
-    let want = arr.len() * dtype.size();
-    if data.len() != want {
-        bail!(
-            "data holds {} bytes, shape {:?} of {} needs {want}",
-            data.len(),
-            arr.shape,
-            dtype.name()
-        );
-    }
-    Ok(arr)
+    Ok((dtype, shape, start + hlen))
 }
 
 pub fn npy_bytes(a: &RawArray) -> Vec<u8> {
@@ -291,7 +315,9 @@ mod tests {
             }
             zw.finish().unwrap();
         }
-        let e = read_npz(cursor.get_ref()).unwrap_err().to_string();
+        let e = read_npz(std::io::Cursor::new(cursor.get_ref()))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("`rewards`") && e.contains("more than once"),
             "{e}"
