@@ -76,7 +76,8 @@ pub const FRAME_PROJECTION: usize = 32;
 
 /// The least Spearman between the steps of ways through frames joined where near and the
 /// steps the data's own rewarded trajectories take from the same rows
-/// ([`fewest_steps`] with `near_frames`): the `trajectory_ranking` check's threshold for V. Ways that
+/// ([`fewest_steps`] with `near_frames`), and the `trajectory_ranking` check's threshold
+/// for V (`run::trust`): one bar for both. Ways that
 /// rank the data's own trajectories worse are not the scene's ways (frames of Atari's
 /// Freeway, near where their cars are: 0.07-0.09); on mazes drawn as frames they rank them
 /// at 0.46-0.69, as the ways through the same mazes' continuous states do (0.50-0.71).

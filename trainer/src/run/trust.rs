@@ -597,11 +597,12 @@ pub fn assess(e: &Evidence) -> Trust {
             }
             _ => (rho, format!("at Spearman {rho:.2}")),
         };
+        let min = paths::MIN_TRAJECTORY_AGREEMENT;
         checks.push(check(
             TRAJECTORY_RANKING,
             corrected,
-            0.3,
-            corrected >= 0.3,
+            min,
+            corrected >= min,
             format!(
                 "along the data's own {} rewarded trajectory steps, V ranks states closer to \
                  the reward higher {how}; a V that does not, ranks states by something else",

@@ -652,9 +652,6 @@ fn d4rl(f: &Group, opts: &ImportOptions) -> Result<Imported> {
             let touts = (0..n)
                 .map(|i| timeouts[i] || (i + 1 == n && !terminals[i]))
                 .collect();
-            let episodes = (0..n)
-                .filter(|&i| terminals[i] || timeouts[i] || i + 1 == n)
-                .count();
             let data = Dataset {
                 obs_shape: obs.shape,
                 observations: obs.values,
@@ -665,6 +662,7 @@ fn d4rl(f: &Group, opts: &ImportOptions) -> Result<Imported> {
                 next_missing: None,
                 actions,
             };
+            let episodes = data.episode_ends().into_iter().filter(|&e| e).count();
             (data, episodes, 0)
         }
         None => {
