@@ -70,6 +70,13 @@ pub struct TrainConfig {
     /// without this key finds no ways through such frames, as runs did before it.
     #[serde(default)]
     pub near_frames: bool,
+    /// A fitted V (an ensemble's mean, BCQ's V) is fitted to at most the bound of each
+    /// state, where `path_bound` bounds Q-learning: a network's V can pass what any
+    /// of its targets allows, by its smoothness across a wall (docs/trust.md, "Fitted
+    /// within the bound", has the evidence). A run directory written without this key
+    /// repeats without it.
+    #[serde(default)]
+    pub fit_bound: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -120,6 +127,7 @@ impl Default for TrainConfig {
             ways_pace: Some(crate::data::paths::PACE),
             frame_ways: true,
             near_frames: true,
+            fit_bound: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),
@@ -670,6 +678,14 @@ mod tests {
     fn a_config_without_near_frames_finds_none_through_them() {
         assert!(!written_before("near_frames = true\n").near_frames);
         assert!(TrainConfig::default().near_frames);
+    }
+
+    /// A run directory's `config.toml` from before `fit_bound` existed fits V as it was
+    /// learned; new runs fit it within the bound.
+    #[test]
+    fn a_config_without_fit_bound_fits_v_unbounded() {
+        assert!(!written_before("fit_bound = true\n").fit_bound);
+        assert!(TrainConfig::default().fit_bound);
     }
 
     /// A run directory's `config.toml` from before `ways_pace` existed counts the ways'

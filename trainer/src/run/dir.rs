@@ -44,6 +44,7 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained, source: &str) ->
         q_loss: tr.q_loss.clone(),
         timings_s: tr.timings.iter().cloned().collect(),
         export_max_abs_error: tr.distill_max_abs_error,
+        fit_bounded: tr.fit_bounded,
         global_purity,
         purity: state_purity,
         model: ModelSummary::of(&tr.model),

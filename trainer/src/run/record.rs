@@ -118,6 +118,10 @@ pub struct RunMetrics {
     /// Largest |fitted - learned| where the exported network was fitted to a table or V.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub export_max_abs_error: Option<f64>,
+    /// States whose V the export fit took at the bound of the data's ways (`fit_bound`),
+    /// where the bound applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_bounded: Option<usize>,
     /// Purity of the labels against discrete ground-truth actions, ignoring the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_purity: Option<f64>,
@@ -189,6 +193,13 @@ impl fmt::Display for RunMetrics {
             writeln!(
                 f,
                 "  export error       {e:.2e} (largest |fitted - learned| on the fitted states)"
+            )?;
+        }
+        if let Some(n) = self.fit_bounded {
+            writeln!(
+                f,
+                "  fit bound          V above the data's ways at {n} of {} states: fitted at the bound",
+                self.transitions
             )?;
         }
         if let Some(c) = self.q_checkpoints.iter().find(|c| c.chosen) {

@@ -27,6 +27,9 @@ pub struct Trained {
     /// its members' mean V (the exported one; `q_loss` is its first member's).
     pub qnet: Option<QNetwork>,
     pub distill_max_abs_error: Option<f64>,
+    /// States whose V the export fit took at the bound instead (`fit_bound`), where it
+    /// was applied.
+    pub fit_bounded: Option<usize>,
     pub q_loss: Vec<f32>,
     /// Transitions Q-learning used (fewer than the data with `top_actions`).
     pub q_transitions: usize,
@@ -172,6 +175,7 @@ pub fn train(
                 model,
                 qnet: None,
                 distill_max_abs_error: Some(err),
+                fit_bounded: None,
                 q_loss: net.loss_curve,
                 q_transitions: qdata.len(),
                 timings,
@@ -266,6 +270,8 @@ pub fn train(
             // means of its two halves.
             let mut candidates = vec![];
             let mut chosen_at = None;
+            // States whose fitted V was lowered to the bound.
+            let mut bounded = None;
             let (model, err, values, judged, agreement): (_, _, _, Vec<usize>, _) =
                 if cfg.ensemble >= 2 {
                     let judged: Vec<usize> = (0..members).collect();
@@ -310,7 +316,8 @@ pub fn train(
                     };
                     let (a, b) = member_values.split_at(members / 2);
                     let halves = (mean_of(a), mean_of(b));
-                    let target = mean_of(&member_values);
+                    let mut target = mean_of(&member_values);
+                    bounded = fit_within_bound(&mut target, &traced, cfg, max_return);
                     let (net, model, err) = fit(&target)?;
                     fitted_mean = Some(net);
                     let values = model.values_of(data, device)?;
@@ -326,7 +333,9 @@ pub fn train(
                     let (model, err) = if first.imitation.is_some() {
                         // BCQ's V is a max over the actions its imitation network allows,
                         // which the format's max-Q head cannot express: V itself is fitted.
-                        let (_, model, err) = fit(&values_of(first)?)?;
+                        let mut target = values_of(first)?;
+                        bounded = fit_within_bound(&mut target, &traced, cfg, max_return);
+                        let (_, model, err) = fit(&target)?;
                         (model, Some(err))
                     } else {
                         (
@@ -396,6 +405,7 @@ pub fn train(
                 q_loss: exported.loss_curve.clone(),
                 qnet: Some(fitted_mean.unwrap_or(exported)),
                 distill_max_abs_error: err,
+                fit_bounded: bounded,
                 q_transitions: qdata.len(),
                 timings,
                 trust,
@@ -696,6 +706,36 @@ fn fit_v(
             device,
         )
     }
+}
+
+/// Lowers each state's V in `target` to the bound of that state (the value of the fewest
+/// steps to a reward through the data: [`qlearn::path_bound`]) before V is fitted for
+/// export, where the run bounds its bootstraps so (`fit_bound`, `path_bound`, trajectory
+/// targets) and the data shows ways. Every target Q-learning fitted keeps within the
+/// bound, yet a network's V can pass it, by its smoothness across a wall: the fit takes
+/// V as its targets allow. Returns how many states were lowered.
+fn fit_within_bound(
+    target: &mut [f32],
+    traced: &trust::Traced,
+    cfg: &TrainConfig,
+    max_return: f64,
+) -> Option<usize> {
+    if !(cfg.fit_bound && cfg.path_bound && cfg.dqn.lambda > 0.0) {
+        return None;
+    }
+    let steps = traced.paths.as_ref()?;
+    let bound = qlearn::path_bound(&steps.state, cfg.dqn.gamma, max_return as f32);
+    let lowered = target
+        .iter_mut()
+        .zip(bound)
+        .filter(|(v, b)| **v > *b)
+        .map(|(v, b)| *v = b)
+        .count();
+    log::info!(
+        "V above what the data's ways allow at {lowered} of {} states: fitted at the bound",
+        target.len()
+    );
+    Some(lowered)
 }
 
 /// Rows of the sample that the dynamics check clusters.
@@ -1129,6 +1169,65 @@ mod tests {
             .overlay_toml("seed = \"x\"")
             .unwrap_err();
         assert!(format!("{e:#}").contains("wrong type"), "{e:#}");
+    }
+
+    /// V fitted for export is lowered to the bound of each state where it passes it, and
+    /// only where the run bounds its bootstraps and the data shows ways.
+    #[test]
+    fn fitted_v_keeps_within_the_bound_of_the_ways() {
+        // One trajectory of 4 steps, rewarded on its last: 3, 2, 1, 0 steps to go.
+        let d = Dataset {
+            obs_shape: vec![1],
+            observations: vec![0.0, 1.0, 2.0, 3.0].into(),
+            next_observations: vec![1.0, 2.0, 3.0, 4.0].into(),
+            rewards: vec![0.0, 0.0, 0.0, 1.0],
+            terminals: vec![false, false, false, true],
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        let mut cfg = TrainConfig::continuous();
+        cfg.dqn.gamma = 0.5;
+        let traced = trust::Traced::of(&d, &cfg);
+        let learned = [0.9f32, 0.2, 0.6, 1.0];
+        let mut v = learned;
+        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, 1.0), Some(2));
+        // gamma^3 and gamma^1 are below what was learned there; the rest keeps its V.
+        let near = |a: f32, b: f32| (a - b).abs() < 1e-6;
+        assert!(
+            near(v[0], 0.125) && v[1] == 0.2 && near(v[2], 0.5) && v[3] == 1.0,
+            "{v:?}"
+        );
+        for off in [
+            TrainConfig {
+                fit_bound: false,
+                ..cfg.clone()
+            },
+            TrainConfig {
+                path_bound: false,
+                ..cfg.clone()
+            },
+            TrainConfig {
+                dqn: qlearn::DqnConfig {
+                    lambda: 0.0,
+                    ..cfg.dqn.clone()
+                },
+                ..cfg.clone()
+            },
+        ] {
+            let mut v = learned;
+            assert_eq!(fit_within_bound(&mut v, &traced, &off, 1.0), None);
+            assert_eq!(v, learned);
+        }
+        // No rewarded trajectory: no ways, no bound.
+        let unrewarded = Dataset {
+            rewards: vec![0.0; 4],
+            ..d
+        };
+        let traced = trust::Traced::of(&unrewarded, &cfg);
+        let mut v = learned;
+        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, 1.0), None);
+        assert_eq!(v, learned);
     }
 
     #[test]
