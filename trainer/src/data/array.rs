@@ -103,8 +103,31 @@ impl RawArray {
         self.len() == 0
     }
 
+    /// The bytes the shape's values take, or `None` where that overflows: a file's header
+    /// may claim any shape, and a product that wraps round could match the bytes held.
+    ///
+    /// ```
+    /// use laq::data::{DType, RawArray};
+    /// let a = RawArray { dtype: DType::F32, shape: vec![2, 3], bytes: vec![0; 24] };
+    /// assert_eq!(a.bytes_needed(), Some(24));
+    /// let huge = RawArray { dtype: DType::U8, shape: vec![1 << 62, 8], bytes: vec![] };
+    /// assert_eq!(huge.bytes_needed(), None);
+    /// ```
+    pub fn bytes_needed(&self) -> Option<usize> {
+        self.shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))?
+            .checked_mul(self.dtype.size())
+    }
+
     pub(crate) fn check_size(&self, key: &str) -> Result<()> {
-        let want = self.len() * self.dtype.size();
+        let Some(want) = self.bytes_needed() else {
+            bail!(
+                "key `{key}`: shape {:?} of {} holds more values than can be addressed",
+                self.shape,
+                self.dtype.name()
+            );
+        };
         if self.bytes.len() != want {
             bail!(
                 "key `{key}`: shape {:?} of {} needs {want} bytes, the file holds {}",

@@ -117,7 +117,18 @@ fn read_npz<R: Read + std::io::Seek>(reader: R) -> Result<BTreeMap<String, RawAr
     for i in 0..zip.len() {
         let mut f = zip.by_index(i)?;
         let name = f.name()?.to_string();
-        let mut buf = Vec::with_capacity(f.size() as usize);
+        // The size is the archive's own claim: a corrupt one may ask for more memory than
+        // there is, which is an error here rather than an abort.
+        let mut buf = Vec::new();
+        usize::try_from(f.size())
+            .ok()
+            .and_then(|n| buf.try_reserve_exact(n).ok())
+            .with_context(|| {
+                format!(
+                    "`{name}` claims {} bytes, more than this machine can hold",
+                    f.size()
+                )
+            })?;
         f.read_to_end(&mut buf)
             .with_context(|| format!("cannot decompress `{name}`"))?;
         let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
@@ -155,7 +166,13 @@ fn npy_of(mut buf: Vec<u8>) -> Result<RawArray> {
 
 /// The array itself, or an error where its bytes do not fill its shape.
 fn sized(arr: RawArray) -> Result<RawArray> {
-    let want = arr.len() * arr.dtype.size();
+    let Some(want) = arr.bytes_needed() else {
+        bail!(
+            "shape {:?} of {} holds more values than can be addressed",
+            arr.shape,
+            arr.dtype.name()
+        );
+    };
     if arr.bytes.len() != want {
         bail!(
             "data holds {} bytes, shape {:?} of {} needs {want}",
@@ -299,6 +316,26 @@ fn npz_bytes(arrays: &BTreeMap<String, RawArray>) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A header whose shape's product overflows (here to 0, matching no bytes) is refused,
+    /// in a `.npy` and in an archive, naming the key.
+    #[test]
+    fn shapes_beyond_addressing_are_refused() {
+        let huge = RawArray {
+            dtype: DType::U8,
+            shape: vec![1 << 62, 8],
+            bytes: vec![],
+        };
+        let e = parse_npy(&npy_bytes(&huge)).unwrap_err().to_string();
+        assert!(e.contains("more values than can be addressed"), "{e}");
+        let arrays = BTreeMap::from([("observations".to_string(), huge)]);
+        let bytes = npz_bytes(&arrays).unwrap();
+        let e = format!("{:#}", read_npz(std::io::Cursor::new(bytes)).unwrap_err());
+        assert!(
+            e.contains("`observations`") && e.contains("can be addressed"),
+            "{e}"
+        );
+    }
 
     /// A key an archive holds twice, by one name or as `rewards.npy` and `rewards`, is
     /// refused: which one is meant cannot be told.
