@@ -383,6 +383,9 @@ pub fn train(
             };
             let final_max = final_max_return(cfg, max_return);
             let mut trust = judge(&values, pair, &judged, chosen_at, final_max);
+            if let Some(advice) = one_step_advice(data, cfg) {
+                trust.advise(trust::BELOW_DATA_RETURNS, &advice);
+            }
             if let Some(c) = chosen_at {
                 let failed: Vec<usize> = candidates.iter().map(|k| k.checks_failed).collect();
                 trust = trust.with(trust::choice_holds(&failed, c));
@@ -706,6 +709,35 @@ fn fit_v(
             device,
         )
     }
+}
+
+/// What to try when V of a run with one-step targets stays below the data's own returns:
+/// value travels one transition per target copy, so states near as many steps from a
+/// reward as there are copies get theirs late, if at all, and targets along the data's
+/// own trajectories carry it the whole way at every copy (docs/trust.md, "Long horizons
+/// in frames"; ALE Freeway with a mostly-up policy, whose far states lie 94 steps from a
+/// crossing: 0.843 and doubtful with one-step targets, 0.902 and trusted along its
+/// trajectories). `None` for runs whose targets already follow the trajectories.
+fn one_step_advice(data: &Dataset, cfg: &TrainConfig) -> Option<String> {
+    if cfg.dqn.lambda > 0.0 {
+        return None;
+    }
+    let copies = cfg.dqn.steps / cfg.dqn.target_update.max(1);
+    let far = super::config::Horizon::of(data)
+        .map(|h| {
+            format!(
+                ", and nine in ten of the data's rewarded states lie within {} steps of a reward",
+                h.far
+            )
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "this run's targets are one step (`dqn.lambda = 0`): value travels one transition \
+         per target copy, {copies} copies here{far}; targets along the data's own \
+         trajectories carry it the whole way (`dqn.lambda = 1`, `dqn.target_update = {}`: \
+         docs/trust.md, \"Long horizons in frames\")",
+        (cfg.dqn.steps / super::config::IMAGE_TRAJECTORY_COPIES).max(1)
+    ))
 }
 
 /// Lowers each state's V in `target` to the bound of that state (the value of the fewest
@@ -1228,6 +1260,32 @@ mod tests {
         let mut v = learned;
         assert_eq!(fit_within_bound(&mut v, &traced, &cfg, 1.0), None);
         assert_eq!(v, learned);
+    }
+
+    /// A run with one-step targets is told what to try where V stays below the data's
+    /// returns; one along the trajectories is not.
+    #[test]
+    fn one_step_runs_are_advised_trajectory_targets() {
+        let d = Dataset {
+            obs_shape: vec![1],
+            observations: vec![0.0, 1.0, 2.0, 3.0].into(),
+            next_observations: vec![1.0, 2.0, 3.0, 4.0].into(),
+            rewards: vec![0.0, 0.0, 0.0, 1.0],
+            terminals: vec![false, false, false, true],
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        let images = TrainConfig::images(&[1, 1, 1]);
+        let advice = one_step_advice(&d, &images).unwrap();
+        let copies = images.dqn.steps / images.dqn.target_update;
+        assert!(
+            advice.contains(&format!("{copies} copies"))
+                && advice.contains("within 3 steps")
+                && advice.contains("`dqn.lambda = 1`"),
+            "{advice}"
+        );
+        assert!(one_step_advice(&d, &TrainConfig::continuous()).is_none());
     }
 
     #[test]

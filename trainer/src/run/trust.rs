@@ -157,7 +157,34 @@ pub const PATH_RANKING: &str = "path_ranking";
 /// trajectories.
 pub const TRAJECTORY_RANKING: &str = "trajectory_ranking";
 
+/// The check that V is not below the discounted returns the data itself collected.
+pub const BELOW_DATA_RETURNS: &str = "below_data_returns";
+
 impl Trust {
+    /// Adds `what to try` to the reason of the check named `name` where it failed: what a
+    /// run knows of its own settings that the check alone does not.
+    ///
+    /// ```
+    /// use laq::run::trust::{Check, Trust, Verdict};
+    /// let failed = Check {
+    ///     name: "below_data_returns".into(),
+    ///     value: 0.5,
+    ///     threshold: 0.1,
+    ///     pass: false,
+    ///     why: "V is below the data's returns".into(),
+    /// };
+    /// let mut t = Trust { verdict: Verdict::Doubtful, checks: vec![failed] };
+    /// t.advise("below_data_returns", "train longer");
+    /// assert_eq!(t.checks[0].why, "V is below the data's returns; train longer");
+    /// t.advise("seed_agreement", "no such failure: nothing added");
+    /// assert_eq!(t.checks.len(), 1);
+    /// ```
+    pub fn advise(&mut self, name: &str, what_to_try: &str) {
+        for c in self.checks.iter_mut().filter(|c| c.name == name && !c.pass) {
+            c.why = format!("{}; {what_to_try}", c.why);
+        }
+    }
+
     /// The value of the check named `name`, if it applies.
     pub fn value(&self, name: &str) -> Option<f64> {
         self.checks.iter().find(|c| c.name == name).map(|c| c.value)
@@ -641,7 +668,7 @@ pub fn assess(e: &Evidence) -> Trust {
     if let Some(returns) = e.returns {
         let below = below_data_returns(e.values, returns);
         checks.push(check(
-            "below_data_returns",
+            BELOW_DATA_RETURNS,
             below,
             0.1,
             below <= 0.1,
