@@ -1203,12 +1203,9 @@ mod tests {
         assert!(format!("{e:#}").contains("wrong type"), "{e:#}");
     }
 
-    /// V fitted for export is lowered to the bound of each state where it passes it, and
-    /// only where the run bounds its bootstraps and the data shows ways.
-    #[test]
-    fn fitted_v_keeps_within_the_bound_of_the_ways() {
-        // One trajectory of 4 steps, rewarded on its last: 3, 2, 1, 0 steps to go.
-        let d = Dataset {
+    /// One trajectory of 4 steps, rewarded on its last: 3, 2, 1, 0 steps to go.
+    fn line_of_four() -> Dataset {
+        Dataset {
             obs_shape: vec![1],
             observations: vec![0.0, 1.0, 2.0, 3.0].into(),
             next_observations: vec![1.0, 2.0, 3.0, 4.0].into(),
@@ -1217,7 +1214,14 @@ mod tests {
             timeouts: None,
             next_missing: None,
             actions: None,
-        };
+        }
+    }
+
+    /// V fitted for export is lowered to the bound of each state where it passes it, and
+    /// only where the run bounds its bootstraps and the data shows ways.
+    #[test]
+    fn fitted_v_keeps_within_the_bound_of_the_ways() {
+        let d = line_of_four();
         let mut cfg = TrainConfig::continuous();
         cfg.dqn.gamma = 0.5;
         let traced = trust::Traced::of(&d, &cfg);
@@ -1266,16 +1270,7 @@ mod tests {
     /// returns; one along the trajectories is not.
     #[test]
     fn one_step_runs_are_advised_trajectory_targets() {
-        let d = Dataset {
-            obs_shape: vec![1],
-            observations: vec![0.0, 1.0, 2.0, 3.0].into(),
-            next_observations: vec![1.0, 2.0, 3.0, 4.0].into(),
-            rewards: vec![0.0, 0.0, 0.0, 1.0],
-            terminals: vec![false, false, false, true],
-            timeouts: None,
-            next_missing: None,
-            actions: None,
-        };
+        let d = line_of_four();
         let images = TrainConfig::images(&[1, 1, 1]);
         let advice = one_step_advice(&d, &images).unwrap();
         let copies = images.dqn.steps / images.dqn.target_update;
