@@ -120,23 +120,27 @@ impl RawArray {
             .checked_mul(self.dtype.size())
     }
 
-    pub(crate) fn check_size(&self, key: &str) -> Result<()> {
-        let Some(want) = self.bytes_needed() else {
-            bail!(
-                "key `{key}`: shape {:?} of {} holds more values than can be addressed",
-                self.shape,
-                self.dtype.name()
-            );
-        };
-        if self.bytes.len() != want {
-            bail!(
-                "key `{key}`: shape {:?} of {} needs {want} bytes, the file holds {}",
-                self.shape,
-                self.dtype.name(),
+    /// Why the bytes held do not fill the shape, where they do not (the shape may also
+    /// overflow: [`RawArray::bytes_needed`]).
+    pub(crate) fn size_mismatch(&self) -> Option<String> {
+        let (shape, dtype) = (&self.shape, self.dtype.name());
+        match self.bytes_needed() {
+            None => Some(format!(
+                "shape {shape:?} of {dtype} holds more values than can be addressed"
+            )),
+            Some(want) if want != self.bytes.len() => Some(format!(
+                "shape {shape:?} of {dtype} needs {want} bytes, the file holds {}",
                 self.bytes.len()
-            );
+            )),
+            Some(_) => None,
         }
-        Ok(())
+    }
+
+    pub(crate) fn check_size(&self, key: &str) -> Result<()> {
+        match self.size_mismatch() {
+            Some(why) => bail!("key `{key}`: {why}"),
+            None => Ok(()),
+        }
     }
 
     /// Every element as a flag, 0 or 1 (bools, integers or floats); any other value is an

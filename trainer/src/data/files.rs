@@ -166,22 +166,10 @@ fn npy_of(mut buf: Vec<u8>) -> Result<RawArray> {
 
 /// The array itself, or an error where its bytes do not fill its shape.
 fn sized(arr: RawArray) -> Result<RawArray> {
-    let Some(want) = arr.bytes_needed() else {
-        bail!(
-            "shape {:?} of {} holds more values than can be addressed",
-            arr.shape,
-            arr.dtype.name()
-        );
-    };
-    if arr.bytes.len() != want {
-        bail!(
-            "data holds {} bytes, shape {:?} of {} needs {want}",
-            arr.bytes.len(),
-            arr.shape,
-            arr.dtype.name()
-        );
+    match arr.size_mismatch() {
+        Some(why) => bail!("{why}"),
+        None => Ok(arr),
     }
-    Ok(arr)
 }
 
 /// The dtype, the shape and where the values start, of a `.npy` payload.

@@ -255,9 +255,14 @@ pub fn train(
             let values_of = |net: &QNetwork| net.values_of(data, &all, device);
             // Seconds spent fitting V for export, which the trust checks' time excludes.
             let mut exporting = 0.0;
-            let mut fit = |target: &[f32]| -> Result<(QNetwork, ValueModel, f64)> {
+            // States whose fitted V was lowered to the bound.
+            let mut bounded = None;
+            // Every fitted V keeps within the bound of the data's ways.
+            let mut fit = |v: &[f32]| -> Result<(QNetwork, ValueModel, f64)> {
                 let t = Instant::now();
-                let (fitted, err) = fit_v(&nets[0], data, target, cfg, device)?;
+                let mut target = v.to_vec();
+                bounded = fit_within_bound(&mut target, &traced, cfg, max_return);
+                let (fitted, err) = fit_v(&nets[0], data, &target, cfg, device)?;
                 let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info.clone())?;
                 let secs = t.elapsed().as_secs_f64();
                 timings.push(("export (fit one network to V)".into(), secs));
@@ -270,8 +275,6 @@ pub fn train(
             // means of its two halves.
             let mut candidates = vec![];
             let mut chosen_at = None;
-            // States whose fitted V was lowered to the bound.
-            let mut bounded = None;
             let (model, err, values, judged, agreement): (_, _, _, Vec<usize>, _) =
                 if cfg.ensemble >= 2 {
                     let judged: Vec<usize> = (0..members).collect();
@@ -316,8 +319,7 @@ pub fn train(
                     };
                     let (a, b) = member_values.split_at(members / 2);
                     let halves = (mean_of(a), mean_of(b));
-                    let mut target = mean_of(&member_values);
-                    bounded = fit_within_bound(&mut target, &traced, cfg, max_return);
+                    let target = mean_of(&member_values);
                     let (net, model, err) = fit(&target)?;
                     fitted_mean = Some(net);
                     let values = model.values_of(data, device)?;
@@ -333,9 +335,7 @@ pub fn train(
                     let (model, err) = if first.imitation.is_some() {
                         // BCQ's V is a max over the actions its imitation network allows,
                         // which the format's max-Q head cannot express: V itself is fitted.
-                        let mut target = values_of(first)?;
-                        bounded = fit_within_bound(&mut target, &traced, cfg, max_return);
-                        let (_, model, err) = fit(&target)?;
+                        let (_, model, err) = fit(&values_of(first)?)?;
                         (model, Some(err))
                     } else {
                         (
@@ -383,7 +383,8 @@ pub fn train(
             };
             let final_max = final_max_return(cfg, max_return);
             let mut trust = judge(&values, pair, &judged, chosen_at, final_max);
-            if let Some(advice) = one_step_advice(data, cfg) {
+            let short = trust.failed().any(|c| c.name == trust::BELOW_DATA_RETURNS);
+            if let Some(advice) = short.then(|| one_step_advice(data, cfg)).flatten() {
                 trust.advise(trust::BELOW_DATA_RETURNS, &advice);
             }
             if let Some(c) = chosen_at {
