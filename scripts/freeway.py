@@ -7,7 +7,9 @@ on) plays `ALE/Freeway-v5` (four frames skipped per step) for `--steps` transiti
 `--wait K` plays as a trained agent does instead: up, unless pressing up for the next K
 steps, tried on a copy of the emulator's state, gets the chicken hit, then no-op; one
 step in twenty a random action (K = 5: about 65 steps a crossing, as a trained agent's
-32 or so per game).
+32 or so per game). `--anneal F` plays as the replay of a DQN agent in training holds
+(the paper's Freeway data, after Agarwal et al. 2020): the chance of a random action falls
+from 1 to the policy's own over the first F of the steps.
 Observations are the last four grey frames, each reduced to `--size` x `--size` by block
 means, stacked along channels (`[N, 4, S, S]` u8); a crossing gives a reward of 1; the
 game's end is terminal, a truncation a timeout. The truth for each row is the chicken's height
@@ -16,7 +18,7 @@ data as `<out>_truth.npy`: V should rank frames by it.
 
     python3 -m pip install numpy ale-py
     python3 scripts/freeway.py --out freeway.npz [--steps 50000 --size 32 --seed 0]
-        [--up 0.6 | --wait 5]
+        [--up 0.6 | --wait 5] [--anneal 0.5]
     laq train --data freeway.npz --out run
     laq predict --model run/value.safetensors --data freeway.npz --out v.csv
     python3 scripts/pointmaze.py score freeway_truth.npy v.csv
@@ -35,12 +37,16 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--up", type=float, default=0.6)
     p.add_argument("--wait", type=int, default=0, help="look K steps ahead, waiting for gaps")
+    p.add_argument("--anneal", type=float, default=0.0,
+                   help="share of the steps over which random actions give way to the policy")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     if not 0.0 <= a.up <= 1.0:
         p.error(f"--up {a.up}: a probability, 0 to 1")
     if a.wait < 0:
         p.error(f"--wait {a.wait}: a number of steps, 0 or more")
+    if not 0.0 <= a.anneal <= 1.0:
+        p.error(f"--anneal {a.anneal}: a share of the steps, 0 to 1")
     policy = [0.75 * (1.0 - a.up), a.up, 0.25 * (1.0 - a.up)]
 
     import ale_py
@@ -77,6 +83,8 @@ def main():
         return clear
 
     def act():
+        if a.anneal > 0 and rng.random() < 1.0 - len(rew) / (a.anneal * a.steps):
+            return rng.integers(3)
         if a.wait == 0:
             return rng.choice(3, p=policy)
         if rng.random() < 0.05:

@@ -271,7 +271,7 @@ fn train(
                         data.obs_shape
                     );
                     let trained = laq::run::train::train(&data, &cfg, &device, None)?;
-                    laq::run::dir::write_run(&out, &data, &cfg, &trained, "numpy arrays", &[])?;
+                    laq::run::dir::write_run(&out, &data, &trained, "numpy arrays", &[])?;
                     Ok(())
                 })
             })?;

@@ -77,6 +77,16 @@ pub struct TrainConfig {
     /// repeats without it.
     #[serde(default)]
     pub fit_bound: bool,
+    /// Where one-step targets (`dqn.lambda = 0`) leave V more than 10% below the data's
+    /// own returns (the `below_data_returns` check), Q-learning runs again with targets
+    /// along the data's trajectories ([`TrainConfig::along_trajectories`]), and the V the
+    /// checks prefer is exported ([`crate::run::trust::preferred`]): value travels one
+    /// transition per target copy, and on ALE Freeway played as a trained agent plays,
+    /// whose far states lie 60 steps from a crossing, 100 copies left it short
+    /// (docs/trust.md, "Again along the trajectories", has the evidence). A run directory
+    /// written without this key repeats without it.
+    #[serde(default)]
+    pub retry_along_trajectories: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -128,6 +138,7 @@ impl Default for TrainConfig {
             frame_ways: true,
             near_frames: true,
             fit_bound: true,
+            retry_along_trajectories: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),
@@ -286,8 +297,7 @@ impl TrainConfig {
             let mut cfg = TrainConfig::images(&data.obs_shape);
             let copies = cfg.dqn.steps / cfg.dqn.target_update;
             if Horizon::of(data).is_some_and(|h| h.far > copies) {
-                cfg.dqn.lambda = 1.0;
-                cfg.dqn.target_update = cfg.dqn.steps / IMAGE_TRAJECTORY_COPIES;
+                cfg = cfg.along_trajectories(data);
                 cfg.dqn.gamma = horizon_gamma(data);
             }
             cfg
@@ -300,6 +310,40 @@ impl TrainConfig {
             cfg.ensemble = CONTINUOUS_ENSEMBLE;
             cfg
         }
+    }
+
+    /// These settings with deep Q-learning's targets along the data's own trajectories
+    /// (`dqn.lambda` 1), which carry value the whole length of each trajectory at every
+    /// target copy: [`IMAGE_TRAJECTORY_COPIES`] copies for images, [`TARGET_COPIES`]
+    /// otherwise, in the same number of steps at the same discount.
+    ///
+    /// ```
+    /// use laq::run::config::{TrainConfig, IMAGE_TRAJECTORY_COPIES};
+    /// let d = laq::data::Dataset {
+    ///     obs_shape: vec![1, 2, 2],
+    ///     observations: vec![0.0; 4].into(),
+    ///     next_observations: vec![1.0; 4].into(),
+    ///     rewards: vec![1.0],
+    ///     terminals: vec![true],
+    ///     timeouts: None,
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// let one_step = TrainConfig::images(&d.obs_shape);
+    /// let along = one_step.along_trajectories(&d);
+    /// assert_eq!(along.dqn.lambda, 1.0);
+    /// assert_eq!(along.dqn.target_update * IMAGE_TRAJECTORY_COPIES, along.dqn.steps);
+    /// assert_eq!(along.dqn.gamma, one_step.dqn.gamma);
+    /// ```
+    pub fn along_trajectories(&self, data: &Dataset) -> TrainConfig {
+        let copies = match data.is_image() {
+            true => IMAGE_TRAJECTORY_COPIES,
+            false => TARGET_COPIES,
+        };
+        let mut cfg = self.clone();
+        cfg.dqn.lambda = 1.0;
+        cfg.dqn.target_update = (cfg.dqn.steps / copies).max(1);
+        cfg
     }
 
     /// The fewest steps to a reward through `data` as this run measures them, for the
@@ -686,6 +730,15 @@ mod tests {
     fn a_config_without_fit_bound_fits_v_unbounded() {
         assert!(!written_before("fit_bound = true\n").fit_bound);
         assert!(TrainConfig::default().fit_bound);
+    }
+
+    /// A run directory's `config.toml` from before `retry_along_trajectories` existed
+    /// keeps its one-step V whatever its checks say; new runs try the trajectories.
+    #[test]
+    fn a_config_without_the_retry_keeps_one_step_targets() {
+        let before = written_before("retry_along_trajectories = true\n");
+        assert!(!before.retry_along_trajectories);
+        assert!(TrainConfig::images(&[1, 8, 8]).retry_along_trajectories);
     }
 
     /// A run directory's `config.toml` from before `ways_pace` existed counts the ways'

@@ -1,7 +1,6 @@
 //! The run directory: the model, labels, metrics, settings, run record, figures and
 //! report, each written whole or not at all.
 
-use super::config::TrainConfig;
 use super::record::{
     ModelSummary, RunInfo, RunMetrics, CONFIG_FILE, METRICS_FILE, RUN_FILE, VALUE_FILE,
 };
@@ -14,7 +13,8 @@ use std::path::Path;
 
 /// Metrics that need no reference: label usage and, when the data carries discrete
 /// ground-truth actions and discrete states, purity.
-pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained, source: &str) -> RunMetrics {
+pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
+    let cfg = &tr.config;
     let mut usage = vec![0usize; tr.labelled.num_actions];
     for &l in &tr.labelled.labels {
         usage[l as usize] += 1;
@@ -50,6 +50,7 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained, source: &str) ->
         model: ModelSummary::of(&tr.model),
         trust: tr.trust.clone(),
         q_checkpoints: tr.q_checkpoints.clone(),
+        retargeted: tr.retargeted.clone(),
         reading: vec![],
     }
 }
@@ -61,11 +62,11 @@ pub fn metrics(data: &Dataset, cfg: &TrainConfig, tr: &Trained, source: &str) ->
 pub fn write_run(
     dir: &Path,
     data: &Dataset,
-    cfg: &TrainConfig,
     tr: &Trained,
     source: &str,
     reading: &[String],
 ) -> Result<RunMetrics> {
+    let cfg = &tr.config;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     tr.model.save(&dir.join(VALUE_FILE), false)?;
     let labels: Vec<u8> = tr
@@ -85,7 +86,7 @@ pub fn write_run(
     )?;
     let m = RunMetrics {
         reading: reading.to_vec(),
-        ..metrics(data, cfg, tr, source)
+        ..metrics(data, tr, source)
     };
     write_text(&dir.join(METRICS_FILE), &serde_json::to_string_pretty(&m)?)?;
     write_text(&dir.join(CONFIG_FILE), &cfg.to_toml()?)?;

@@ -251,6 +251,14 @@ pub fn report(
         metrics.q,
         cfg.seed
     );
+    if let Some(r) = &metrics.retargeted {
+        let _ = writeln!(
+            s,
+            "One-step targets left V more than 10% below the returns the data itself \
+             collected, so Q-learning ran again with targets along the data's trajectories \
+             ({r}). `config.toml` holds the settings of the exported V.\n"
+        );
+    }
     let checkpoints = &metrics.q_checkpoints;
     if let Some(c) = checkpoints.iter().find(|c| c.chosen) {
         let per: Vec<String> = checkpoints

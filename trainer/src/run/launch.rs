@@ -132,7 +132,6 @@ pub fn launch(
     let metrics = super::dir::write_run(
         &out,
         &data,
-        &cfg,
         &trained,
         &data_path.display().to_string(),
         &reading,

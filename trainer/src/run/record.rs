@@ -134,6 +134,9 @@ pub struct RunMetrics {
     /// An ensemble's checkpoints, each judged by the checks; the chosen one is exported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub q_checkpoints: Vec<Candidate>,
+    /// Where Q-learning ran again along the data's trajectories, and which V was exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retargeted: Option<Retargeted>,
     /// What reading the dataset did: rows left out and why, terminal rows without a next
     /// observation, derived rewards, assumptions (empty for a file read as it is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -155,6 +158,61 @@ pub struct Candidate {
     pub trajectory_ranking: Option<f64>,
     /// Whether this checkpoint's V is the one exported.
     pub chosen: bool,
+}
+
+/// A run whose one-step targets (`dqn.lambda = 0`) left V below the data's own returns
+/// (`below_data_returns` failed), and whose Q-learning ran again along the data's
+/// trajectories (`retry_along_trajectories`): the V the checks prefer is exported.
+///
+/// ```
+/// use laq::run::record::Retargeted;
+/// use laq::run::trust::Verdict;
+/// let r = Retargeted {
+///     one_step: Verdict::Doubtful,
+///     one_step_failed: vec!["below_data_returns".into()],
+///     along: Verdict::Trusted,
+///     along_failed: vec![],
+///     target_update: 1000,
+///     exported_along: true,
+/// };
+/// assert!(r.to_string().contains("exported: the V along the trajectories"));
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Retargeted {
+    /// The verdict on V with one-step targets.
+    pub one_step: crate::run::trust::Verdict,
+    /// The checks that V failed.
+    pub one_step_failed: Vec<String>,
+    /// The verdict on V with targets along the trajectories (`dqn.lambda = 1`).
+    pub along: crate::run::trust::Verdict,
+    /// The checks that V failed.
+    pub along_failed: Vec<String>,
+    /// `dqn.target_update` of Q-learning along the trajectories.
+    pub target_update: usize,
+    /// Whether the V along the trajectories is the one exported; otherwise the one-step V
+    /// is, and `config.toml` keeps its settings.
+    pub exported_along: bool,
+}
+
+impl fmt::Display for Retargeted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = |v: crate::run::trust::Verdict, failed: &[String]| match failed {
+            [] => format!("{v:?}").to_lowercase(),
+            _ => format!("{v:?} (failed {})", failed.join(", ")).to_lowercase(),
+        };
+        write!(
+            f,
+            "one-step targets: {}; again along the data's trajectories (`dqn.lambda = 1`, \
+             `dqn.target_update = {}`): {}; exported: the V {}",
+            verdict(self.one_step, &self.one_step_failed),
+            self.target_update,
+            verdict(self.along, &self.along_failed),
+            match self.exported_along {
+                true => "along the trajectories",
+                false => "of one-step targets (the checks prefer it)",
+            }
+        )
+    }
 }
 
 impl RunMetrics {
@@ -213,6 +271,9 @@ impl fmt::Display for RunMetrics {
                 c.path_ranking
                     .map_or(String::new(), |r| format!(", path_ranking {r:.3}"))
             )?;
+        }
+        if let Some(r) = &self.retargeted {
+            writeln!(f, "  targets            {r}")?;
         }
         writeln!(f, "  model              {VALUE_FILE}: {}", self.model)?;
         for (k, v) in &self.timings_s {

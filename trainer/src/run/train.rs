@@ -1,7 +1,7 @@
 //! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
 
 use super::config::{TrainConfig, ValueHead};
-use super::record::Candidate;
+use super::record::{Candidate, Retargeted};
 use super::trust::{self, Evidence, Trust};
 use crate::data::{paths, Dataset};
 use crate::export::ValueModel;
@@ -41,6 +41,13 @@ pub struct Trained {
     pub forward_model_gain: Option<f64>,
     /// An ensemble's checkpoints as the checks judged them (empty otherwise).
     pub q_checkpoints: Vec<Candidate>,
+    /// The settings that trained the exported V: the run's own, or those of its second
+    /// Q-learning along the data's trajectories (`retargeted`).
+    pub config: TrainConfig,
+    /// Where one-step targets left V below the data's returns and Q-learning ran again
+    /// along the trajectories (`retry_along_trajectories`): both verdicts, and which V
+    /// was exported.
+    pub retargeted: Option<Retargeted>,
 }
 
 /// Labels the data, learns Q, and builds the exportable value model. With `ckpt`, every
@@ -182,243 +189,354 @@ pub fn train(
                 trust,
                 forward_model_gain: gain,
                 q_checkpoints: vec![],
+                config: cfg.clone(),
+                retargeted: None,
             }
         }
         variant => {
-            let name = variant.name();
-            let probe = probe_states(qdata);
-            // The data's ways: evidence for the trust checks, and the bound of Q-learning.
+            // The data's ways: evidence for the trust checks, and the bound of Q-learning,
+            // the same for each Q-learning of the run.
             let traced = trust::Traced::of(data, cfg);
-            let bound = match (&subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
-                (_, false) => None,
-                (None, true) => traced
-                    .paths
-                    .as_ref()
-                    .map(|s| bootstrap_bound(qdata, s, cfg)),
-                (Some(d), true) => cfg.ways(d).map(|s| bootstrap_bound(qdata, &s, cfg)),
-            };
             timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
-            let t = Instant::now();
-            let inputs = DqnInputs {
-                data: qdata,
-                labels: &qlabels,
-                num_actions: qk,
+            let deep = Deep {
+                data,
+                subset: subset.as_ref(),
+                qdata,
+                qlabels: &qlabels,
+                qk,
+                labelled: &labelled,
                 variant,
-                probe: Some(&probe),
-                bound: bound.as_deref(),
+                info: &info,
+                traced: &traced,
             };
-            let members = match (cfg.ensemble, cfg.second_seed) {
-                (0, _) => anyhow::bail!("`ensemble` must be at least 1"),
-                (1, true) => 2,
-                (k, _) => k,
-            };
-            let groups = member_groups(cfg, members).len();
-            let jobs = crate::util::parallel::jobs(device).min(groups);
-            let nets = train_members(&inputs, cfg, members, jobs, device, ckpt)?;
-            timings.push((
-                match members {
-                    1 => format!("Q-learning ({name})"),
-                    k if groups < k => {
-                        format!(
-                            "Q-learning ({name}, {k} seeds in {groups} halves, {jobs} at a time)"
-                        )
-                    }
-                    k => format!("Q-learning ({name}, {k} seeds, {jobs} at a time)"),
-                },
-                t.elapsed().as_secs_f64(),
-            ));
-            info.insert("q".to_string(), name.to_string());
-            let t = Instant::now();
-            let all: Vec<usize> = (0..data.len()).collect();
-            let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
-            let returns = trust::data_returns(data, cfg.dqn.gamma);
-            let shown_near_max = trust::shown_near_max(&returns, max_return);
-            let judge = |values: &[f32],
-                         pair: Option<(&[f32], &[f32])>,
-                         judged: &[usize],
-                         at: Option<usize>,
-                         max_return| {
-                let last = last_snapshots(&nets, judged, at);
-                trust::assess(&Evidence {
-                    data,
-                    labels: &labelled.labels,
-                    num_actions: labelled.num_actions,
-                    values,
-                    pair,
-                    last_snapshots: last.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
-                    max_return,
-                    shown_near_max,
-                    returns: value_is_a_return(cfg).then_some(returns.as_slice()),
-                    traced: &traced,
-                })
-            };
-            let values_of = |net: &QNetwork| net.values_of(data, &all, device);
-            // Seconds spent fitting V for export, which the trust checks' time excludes.
-            let mut exporting = 0.0;
-            // States whose fitted V was lowered to the bound.
-            let mut bounded = None;
-            // Every fitted V keeps within the bound of the data's ways.
-            let mut fit = |v: &[f32]| -> Result<(QNetwork, ValueModel, f64)> {
-                let t = Instant::now();
-                let mut target = v.to_vec();
-                bounded = fit_within_bound(&mut target, &traced, cfg, max_return);
-                let (fitted, err) = fit_v(&nets[0], data, &target, cfg, device)?;
-                let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info.clone())?;
-                let secs = t.elapsed().as_secs_f64();
-                timings.push(("export (fit one network to V)".into(), secs));
-                exporting += secs;
-                Ok((fitted, model, err))
-            };
-            // An ensemble's exported V is a network fitted to its members' mean.
-            let mut fitted_mean = None;
-            // What the exported V is compared with: another seed's V, or (an ensemble) the
-            // means of its two halves.
-            let mut candidates = vec![];
-            let mut chosen_at = None;
-            let (model, err, values, judged, agreement): (_, _, _, Vec<usize>, _) =
-                if cfg.ensemble >= 2 {
-                    let judged: Vec<usize> = (0..members).collect();
-                    // Further target updates can inflate V, or let it leak through walls
-                    // (docs/trust.md): the checkpoint whose mean V the checks prefer
-                    // (`Trust::merit`) is exported, the later one on ties.
-                    let count = nets.iter().map(|n| n.snapshots.len()).min().unwrap_or(0);
-                    let mut best: Option<(usize, Trust, Vec<Vec<f32>>)> = None;
-                    for c in 0..count {
-                        let member_values = nets
-                            .iter()
-                            .map(|n| values_of(&n.snapshots[c]))
-                            .collect::<Result<Vec<_>>>()?;
-                        let (a, b) = member_values.split_at(members / 2);
-                        let (a, b) = (mean_of(a), mean_of(b));
-                        let mean = mean_of(&member_values);
-                        let t = judge(&mean, Some((&a, &b)), &judged, Some(c), max_return);
-                        candidates.push(Candidate {
-                            step: nets[0].checkpoints[c].0,
-                            checks_passed: t.passed(),
-                            checks_failed: t.failed().count(),
-                            path_ranking: t.value(trust::PATH_RANKING),
-                            trajectory_ranking: t.value(trust::TRAJECTORY_RANKING),
-                            chosen: false,
-                        });
-                        if best.as_ref().is_none_or(|(_, b, _)| t.merit() >= b.merit()) {
-                            best = Some((c, t, member_values));
-                        }
-                    }
-                    let member_values = match best {
-                        Some((c, _, values)) => {
-                            candidates[c].chosen = true;
-                            chosen_at = Some(c);
-                            log::info!(
-                                "the checks prefer V at step {} of {}",
-                                candidates[c].step,
-                                cfg.dqn.steps
-                            );
-                            values
-                        }
-                        None => nets.iter().map(values_of).collect::<Result<Vec<_>>>()?,
-                    };
-                    let (a, b) = member_values.split_at(members / 2);
-                    let halves = (mean_of(a), mean_of(b));
-                    let target = mean_of(&member_values);
-                    let (net, model, err) = fit(&target)?;
-                    fitted_mean = Some(net);
-                    let values = model.values_of(data, device)?;
+            let first = deep.learn(cfg, device, ckpt)?;
+            timings.extend(first.timings.iter().cloned());
+            let (learned, config, retargeted) = match along_trajectories_after(data, cfg, &first) {
+                Some(along) => {
                     log::info!(
-                        "the mean V of {members} Q-functions fitted by one network: largest \
-                         error {err:.2e}, ranking of the data's states as the mean's at \
-                         Spearman {:.3}",
-                        crate::util::stats::spearman(&as_f64(&values), &as_f64(&target))
+                        "one-step targets left V below the data's own returns: Q-learning \
+                         again along the data's trajectories (`dqn.lambda = 1`, \
+                         `dqn.target_update = {}`, `dqn.gamma = {}`)",
+                        along.dqn.target_update,
+                        along.dqn.gamma
                     );
-                    (model, Some(err), values, judged, Agreement::Halves(halves))
-                } else {
-                    let first = &nets[0];
-                    let (model, err) = if first.imitation.is_some() {
-                        // BCQ's V is a max over the actions its imitation network allows,
-                        // which the format's max-Q head cannot express: V itself is fitted.
-                        let (_, model, err) = fit(&values_of(first)?)?;
-                        (model, Some(err))
-                    } else {
-                        (
-                            ValueModel::from_qnetwork(first, cfg.dqn.gamma, info.clone())?,
-                            None,
-                        )
-                    };
-                    let values = model.values_of(data, device)?;
-                    match (nets.get(1), err) {
-                        // Oracle-free selection between the two Q-functions: the one whose
-                        // V the checks prefer is exported (BCQ's exported V is a fitted
-                        // network, which only the first gets).
-                        (Some(second), None) => {
-                            let other = values_of(second)?;
-                            let pair = Some((values.as_slice(), other.as_slice()));
-                            let keep = judge(&values, pair, &[0], None, max_return);
-                            let pair = Some((other.as_slice(), values.as_slice()));
-                            let swap = judge(&other, pair, &[1], None, max_return);
-                            if trust::preferred(&swap, &keep) {
-                                let info = model.info.clone();
-                                let model = ValueModel::from_qnetwork(second, cfg.dqn.gamma, info)?;
-                                (model, None, other, vec![1], Agreement::Other(values))
-                            } else {
-                                (model, None, values, vec![0], Agreement::Other(other))
-                            }
-                        }
-                        (Some(second), err) => {
-                            let other = values_of(second)?;
-                            (model, err, values, vec![0], Agreement::Other(other))
-                        }
-                        (None, err) => (model, err, values, vec![0], Agreement::None),
+                    let second = deep.learn(&along, device, None)?;
+                    let exported = trust::preferred(&second.trust, &first.trust);
+                    let record = retargeted(&first.trust, &second.trust, &along, exported);
+                    log::info!("{record}");
+                    timings.extend(
+                        second
+                            .timings
+                            .iter()
+                            .map(|(k, v)| (format!("again: {k}"), *v)),
+                    );
+                    match exported {
+                        true => (second, along, Some(record)),
+                        false => (first, cfg.clone(), Some(record)),
                     }
-                };
-            let (mut model, values) = if cfg.head != ValueHead::MaxQ || cfg.density.enabled {
-                let model = finish(model, data, cfg, device)?;
-                let values = model.values_of(data, device)?;
-                (model, values)
-            } else {
-                (model, values)
+                }
+                None => (first, cfg.clone(), None),
             };
-            let pair = match &agreement {
-                Agreement::None => None,
-                Agreement::Other(other) => Some((values.as_slice(), other.as_slice())),
-                Agreement::Halves((a, b)) => Some((a.as_slice(), b.as_slice())),
-            };
-            let final_max = final_max_return(cfg, max_return);
-            let mut trust = judge(&values, pair, &judged, chosen_at, final_max);
-            let short = trust.failed().any(|c| c.name == trust::BELOW_DATA_RETURNS);
-            if let Some(advice) = short.then(|| one_step_advice(data, cfg)).flatten() {
-                trust.advise(trust::BELOW_DATA_RETURNS, &advice);
-            }
-            if let Some(c) = chosen_at {
-                let failed: Vec<usize> = candidates.iter().map(|k| k.checks_failed).collect();
-                trust = trust.with(trust::choice_holds(&failed, c));
-            }
-            timings.push(("trust checks".into(), t.elapsed().as_secs_f64() - exporting));
-            let seeds: Vec<String> = judged
-                .iter()
-                .map(|&j| member_seed(cfg.seed, j).to_string())
-                .collect();
-            model.info.insert("q_seed".to_string(), seeds.join(","));
-            let exported = nets
-                .into_iter()
-                .nth(judged.first().copied().unwrap_or(0))
-                .context("no Q-function was trained")?;
             Trained {
                 labelled,
                 q_used: variant,
                 table: None,
-                model,
-                q_loss: exported.loss_curve.clone(),
-                qnet: Some(fitted_mean.unwrap_or(exported)),
-                distill_max_abs_error: err,
-                fit_bounded: bounded,
+                model: learned.model,
+                q_loss: learned.q_loss,
+                qnet: Some(learned.qnet),
+                distill_max_abs_error: learned.err,
+                fit_bounded: learned.bounded,
                 q_transitions: qdata.len(),
                 timings,
-                trust,
+                trust: learned.trust,
                 forward_model_gain: gain,
-                q_checkpoints: candidates,
+                q_checkpoints: learned.candidates,
+                config,
+                retargeted,
             }
         }
     };
     Ok(out)
+}
+
+/// What deep Q-learning works on: the data, its labels, and what Q-learning sees of them.
+#[derive(Clone, Copy)]
+struct Deep<'a> {
+    data: &'a Dataset,
+    /// The rows of the most used labels, where Q-learning keeps only those.
+    subset: Option<&'a Dataset>,
+    qdata: &'a Dataset,
+    qlabels: &'a [u32],
+    qk: usize,
+    labelled: &'a Labelled,
+    variant: QKind,
+    info: &'a BTreeMap<String, String>,
+    /// The data's ways ([`trust::Traced`]), measured once for every Q-learning of a run.
+    traced: &'a trust::Traced,
+}
+
+/// One deep Q-learning of a run, judged by the checks.
+struct Learned {
+    model: ValueModel,
+    /// The exported network: the Q-function the checks prefer, or the fit of a mean.
+    qnet: QNetwork,
+    err: Option<f64>,
+    bounded: Option<usize>,
+    q_loss: Vec<f32>,
+    timings: Vec<(String, f64)>,
+    trust: Trust,
+    candidates: Vec<Candidate>,
+}
+
+impl Deep<'_> {
+    /// Trains the Q-functions of `cfg` and builds the exported model from them: an
+    /// ensemble's mean at the checkpoint the checks prefer, or of two seeds the one they
+    /// prefer.
+    fn learn(
+        &self,
+        cfg: &TrainConfig,
+        device: &Device,
+        ckpt: Option<&mut Checkpointer>,
+    ) -> Result<Learned> {
+        let Deep {
+            data,
+            subset,
+            qdata,
+            qlabels,
+            qk,
+            labelled,
+            variant,
+            info,
+            traced,
+        } = *self;
+        let mut info = info.clone();
+        let mut timings = vec![];
+        let t = Instant::now();
+        let name = variant.name();
+        let probe = probe_states(qdata);
+        let bound = match (subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
+            (_, false) => None,
+            (None, true) => traced
+                .paths
+                .as_ref()
+                .map(|s| bootstrap_bound(qdata, s, cfg)),
+            (Some(d), true) => cfg.ways(d).map(|s| bootstrap_bound(qdata, &s, cfg)),
+        };
+        timings.push(("bound of the bootstraps".into(), t.elapsed().as_secs_f64()));
+        let t = Instant::now();
+        let inputs = DqnInputs {
+            data: qdata,
+            labels: qlabels,
+            num_actions: qk,
+            variant,
+            probe: Some(&probe),
+            bound: bound.as_deref(),
+        };
+        let members = match (cfg.ensemble, cfg.second_seed) {
+            (0, _) => anyhow::bail!("`ensemble` must be at least 1"),
+            (1, true) => 2,
+            (k, _) => k,
+        };
+        let groups = member_groups(cfg, members).len();
+        let jobs = crate::util::parallel::jobs(device).min(groups);
+        let nets = train_members(&inputs, cfg, members, jobs, device, ckpt)?;
+        timings.push((
+            match members {
+                1 => format!("Q-learning ({name})"),
+                k if groups < k => {
+                    format!("Q-learning ({name}, {k} seeds in {groups} halves, {jobs} at a time)")
+                }
+                k => format!("Q-learning ({name}, {k} seeds, {jobs} at a time)"),
+            },
+            t.elapsed().as_secs_f64(),
+        ));
+        info.insert("q".to_string(), name.to_string());
+        let t = Instant::now();
+        let all: Vec<usize> = (0..data.len()).collect();
+        let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
+        let returns = trust::data_returns(data, cfg.dqn.gamma);
+        let shown_near_max = trust::shown_near_max(&returns, max_return);
+        let judge = |values: &[f32],
+                     pair: Option<(&[f32], &[f32])>,
+                     judged: &[usize],
+                     at: Option<usize>,
+                     max_return| {
+            let last = last_snapshots(&nets, judged, at);
+            trust::assess(&Evidence {
+                data,
+                labels: &labelled.labels,
+                num_actions: labelled.num_actions,
+                values,
+                pair,
+                last_snapshots: last.as_ref().map(|(a, b)| (a.as_slice(), b.as_slice())),
+                max_return,
+                shown_near_max,
+                returns: value_is_a_return(cfg).then_some(returns.as_slice()),
+                traced,
+            })
+        };
+        let values_of = |net: &QNetwork| net.values_of(data, &all, device);
+        // Seconds spent fitting V for export, which the trust checks' time excludes.
+        let mut exporting = 0.0;
+        // States whose fitted V was lowered to the bound.
+        let mut bounded = None;
+        // Every fitted V keeps within the bound of the data's ways.
+        let mut fit = |v: &[f32]| -> Result<(QNetwork, ValueModel, f64)> {
+            let t = Instant::now();
+            let mut target = v.to_vec();
+            bounded = fit_within_bound(&mut target, traced, cfg, max_return);
+            let (fitted, err) = fit_v(&nets[0], data, &target, cfg, device)?;
+            let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info.clone())?;
+            let secs = t.elapsed().as_secs_f64();
+            timings.push(("export (fit one network to V)".into(), secs));
+            exporting += secs;
+            Ok((fitted, model, err))
+        };
+        // An ensemble's exported V is a network fitted to its members' mean.
+        let mut fitted_mean = None;
+        // What the exported V is compared with: another seed's V, or (an ensemble) the
+        // means of its two halves.
+        let mut candidates = vec![];
+        let mut chosen_at = None;
+        let (model, err, values, judged, agreement): (_, _, _, Vec<usize>, _) = if cfg.ensemble >= 2
+        {
+            let judged: Vec<usize> = (0..members).collect();
+            // Further target updates can inflate V, or let it leak through walls
+            // (docs/trust.md): the checkpoint whose mean V the checks prefer
+            // (`Trust::merit`) is exported, the later one on ties.
+            let count = nets.iter().map(|n| n.snapshots.len()).min().unwrap_or(0);
+            let mut best: Option<(usize, Trust, Vec<Vec<f32>>)> = None;
+            for c in 0..count {
+                let member_values = nets
+                    .iter()
+                    .map(|n| values_of(&n.snapshots[c]))
+                    .collect::<Result<Vec<_>>>()?;
+                let (a, b) = member_values.split_at(members / 2);
+                let (a, b) = (mean_of(a), mean_of(b));
+                let mean = mean_of(&member_values);
+                let t = judge(&mean, Some((&a, &b)), &judged, Some(c), max_return);
+                candidates.push(Candidate {
+                    step: nets[0].checkpoints[c].0,
+                    checks_passed: t.passed(),
+                    checks_failed: t.failed().count(),
+                    path_ranking: t.value(trust::PATH_RANKING),
+                    trajectory_ranking: t.value(trust::TRAJECTORY_RANKING),
+                    chosen: false,
+                });
+                if best.as_ref().is_none_or(|(_, b, _)| t.merit() >= b.merit()) {
+                    best = Some((c, t, member_values));
+                }
+            }
+            let member_values = match best {
+                Some((c, _, values)) => {
+                    candidates[c].chosen = true;
+                    chosen_at = Some(c);
+                    log::info!(
+                        "the checks prefer V at step {} of {}",
+                        candidates[c].step,
+                        cfg.dqn.steps
+                    );
+                    values
+                }
+                None => nets.iter().map(values_of).collect::<Result<Vec<_>>>()?,
+            };
+            let (a, b) = member_values.split_at(members / 2);
+            let halves = (mean_of(a), mean_of(b));
+            let target = mean_of(&member_values);
+            let (net, model, err) = fit(&target)?;
+            fitted_mean = Some(net);
+            let values = model.values_of(data, device)?;
+            log::info!(
+                "the mean V of {members} Q-functions fitted by one network: largest \
+                     error {err:.2e}, ranking of the data's states as the mean's at \
+                     Spearman {:.3}",
+                crate::util::stats::spearman(&as_f64(&values), &as_f64(&target))
+            );
+            (model, Some(err), values, judged, Agreement::Halves(halves))
+        } else {
+            let first = &nets[0];
+            let (model, err) = if first.imitation.is_some() {
+                // BCQ's V is a max over the actions its imitation network allows,
+                // which the format's max-Q head cannot express: V itself is fitted.
+                let (_, model, err) = fit(&values_of(first)?)?;
+                (model, Some(err))
+            } else {
+                (
+                    ValueModel::from_qnetwork(first, cfg.dqn.gamma, info.clone())?,
+                    None,
+                )
+            };
+            let values = model.values_of(data, device)?;
+            match (nets.get(1), err) {
+                // Oracle-free selection between the two Q-functions: the one whose
+                // V the checks prefer is exported (BCQ's exported V is a fitted
+                // network, which only the first gets).
+                (Some(second), None) => {
+                    let other = values_of(second)?;
+                    let pair = Some((values.as_slice(), other.as_slice()));
+                    let keep = judge(&values, pair, &[0], None, max_return);
+                    let pair = Some((other.as_slice(), values.as_slice()));
+                    let swap = judge(&other, pair, &[1], None, max_return);
+                    if trust::preferred(&swap, &keep) {
+                        let info = model.info.clone();
+                        let model = ValueModel::from_qnetwork(second, cfg.dqn.gamma, info)?;
+                        (model, None, other, vec![1], Agreement::Other(values))
+                    } else {
+                        (model, None, values, vec![0], Agreement::Other(other))
+                    }
+                }
+                (Some(second), err) => {
+                    let other = values_of(second)?;
+                    (model, err, values, vec![0], Agreement::Other(other))
+                }
+                (None, err) => (model, err, values, vec![0], Agreement::None),
+            }
+        };
+        let (mut model, values) = if cfg.head != ValueHead::MaxQ || cfg.density.enabled {
+            let model = finish(model, data, cfg, device)?;
+            let values = model.values_of(data, device)?;
+            (model, values)
+        } else {
+            (model, values)
+        };
+        let pair = match &agreement {
+            Agreement::None => None,
+            Agreement::Other(other) => Some((values.as_slice(), other.as_slice())),
+            Agreement::Halves((a, b)) => Some((a.as_slice(), b.as_slice())),
+        };
+        let final_max = final_max_return(cfg, max_return);
+        let mut trust = judge(&values, pair, &judged, chosen_at, final_max);
+        // A run that retries along the trajectories acts on the advice rather than give it.
+        let short = trust.failed().any(|c| c.name == trust::BELOW_DATA_RETURNS)
+            && !cfg.retry_along_trajectories;
+        if let Some(advice) = short.then(|| one_step_advice(data, cfg)).flatten() {
+            trust.advise(trust::BELOW_DATA_RETURNS, &advice);
+        }
+        if let Some(c) = chosen_at {
+            let failed: Vec<usize> = candidates.iter().map(|k| k.checks_failed).collect();
+            trust = trust.with(trust::choice_holds(&failed, c));
+        }
+        timings.push(("trust checks".into(), t.elapsed().as_secs_f64() - exporting));
+        let seeds: Vec<String> = judged
+            .iter()
+            .map(|&j| member_seed(cfg.seed, j).to_string())
+            .collect();
+        model.info.insert("q_seed".to_string(), seeds.join(","));
+        let exported = nets
+            .into_iter()
+            .nth(judged.first().copied().unwrap_or(0))
+            .context("no Q-function was trained")?;
+        Ok(Learned {
+            model,
+            q_loss: exported.loss_curve.clone(),
+            qnet: fitted_mean.unwrap_or(exported),
+            err,
+            bounded,
+            timings,
+            trust,
+            candidates,
+        })
+    }
 }
 
 /// The free-text metadata a trained model carries (the Q-learning variant is added once
@@ -712,6 +830,35 @@ fn fit_v(
     }
 }
 
+/// The settings of a second deep Q-learning along the data's trajectories, where the run
+/// asks for it (`retry_along_trajectories`), its targets were one step, and its V stayed
+/// below the data's own returns.
+fn along_trajectories_after(
+    data: &Dataset,
+    cfg: &TrainConfig,
+    first: &Learned,
+) -> Option<TrainConfig> {
+    let short = first
+        .trust
+        .failed()
+        .any(|c| c.name == trust::BELOW_DATA_RETURNS);
+    (cfg.retry_along_trajectories && cfg.dqn.lambda == 0.0 && short)
+        .then(|| cfg.along_trajectories(data))
+}
+
+/// The record of a run that learned Q again along the trajectories (`along`).
+fn retargeted(one_step: &Trust, again: &Trust, along: &TrainConfig, exported: bool) -> Retargeted {
+    let failed = |t: &Trust| t.failed().map(|c| c.name.clone()).collect();
+    Retargeted {
+        one_step: one_step.verdict,
+        one_step_failed: failed(one_step),
+        along: again.verdict,
+        along_failed: failed(again),
+        target_update: along.dqn.target_update,
+        exported_along: exported,
+    }
+}
+
 /// What to try when V of a run with one-step targets stays below the data's own returns:
 /// value travels one transition per target copy, so states near as many steps from a
 /// reward as there are copies get theirs late, if at all, and targets along the data's
@@ -890,7 +1037,6 @@ pub fn top_labels(labels: &[u32], k: usize, n: usize) -> (Vec<usize>, Vec<u32>) 
         .unzip()
 }
 
-/// Metrics that need no reference: label usage and, when the data carries discrete
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1111,8 +1257,11 @@ mod tests {
     fn image_runs_resume_exactly_and_write_a_runtime_model() {
         let device = Device::Cpu;
         let data = crate::envs::squares::moving_squares(300, 32, true, 2);
-        let cfg = small_image_config(&data, 40, 2);
+        let mut cfg = small_image_config(&data, 40, 2);
         assert_eq!(cfg.q, QKind::Auto);
+        // Which of two seeds is exported, here after one Q-learning (a second one along
+        // the trajectories resumes exactly too: the test below).
+        cfg.retry_along_trajectories = false;
         let info = BTreeMap::new();
         let bytes = |t: &Trained| {
             let mut b = t.qnet.as_ref().unwrap().to_bytes(0.99, &info).unwrap();
@@ -1136,8 +1285,7 @@ mod tests {
             assert!(bytes(&resumed) == reference, "{stage} {step}");
         }
         let dir = tempfile::tempdir().unwrap();
-        let m = crate::run::dir::write_run(dir.path(), &data, &cfg, &whole, "squares.npz", &[])
-            .unwrap();
+        let m = crate::run::dir::write_run(dir.path(), &data, &whole, "squares.npz", &[]).unwrap();
         assert_eq!(m.obs_shape, [3, 32, 32]);
         assert_eq!(crate::run::record::RunMetrics::read(dir.path()).unwrap(), m);
         let run = crate::run::record::RunInfo::read(dir.path()).unwrap();
@@ -1282,6 +1430,50 @@ mod tests {
             "{advice}"
         );
         assert!(one_step_advice(&d, &TrainConfig::continuous()).is_none());
+    }
+
+    /// One-step targets that leave V below the data's returns train again along the
+    /// trajectories; the V the checks prefer is exported, and `config.toml`'s settings
+    /// give it again in one Q-learning. A run without the retry keeps its one-step V and
+    /// is told what to try.
+    #[test]
+    fn one_step_runs_short_of_the_returns_train_again_along_the_trajectories() {
+        let device = Device::Cpu;
+        let (data, mut cfg) = small_maze();
+        cfg.labels = crate::stages::labels::LabelSource::Single;
+        cfg.dqn.lambda = 0.0;
+        cfg.dqn.target_update = 150;
+        let trained = train(&data, &cfg, &device, None).unwrap();
+        let r = trained.retargeted.clone().expect("trained again");
+        assert!(
+            r.one_step_failed
+                .iter()
+                .any(|c| c == trust::BELOW_DATA_RETURNS),
+            "{r}"
+        );
+        assert!(r.exported_along, "{r}");
+        assert_eq!(trained.config.dqn.lambda, 1.0);
+        assert_eq!(r.target_update, trained.config.dqn.target_update);
+        assert!(trained
+            .timings
+            .iter()
+            .any(|(k, _)| k.starts_with("again: ")));
+        let again = train(&data, &trained.config, &device, None).unwrap();
+        assert!(again.retargeted.is_none());
+        let bytes = |t: &Trained| t.model.to_bytes(false).unwrap();
+        assert!(bytes(&again) == bytes(&trained));
+        // Killed in its first Q-learning and resumed, it ends with the same model.
+        let dir = tempfile::tempdir().unwrap();
+        let resumed = interrupted_and_resumed(&data, &cfg, "q-learning", 120, dir.path());
+        assert!(resumed.retargeted.is_some() && bytes(&resumed) == bytes(&trained));
+        cfg.retry_along_trajectories = false;
+        let kept = train(&data, &cfg, &device, None).unwrap();
+        assert!(kept.retargeted.is_none() && kept.config.dqn.lambda == 0.0);
+        let advised = kept
+            .trust
+            .failed()
+            .any(|c| c.name == trust::BELOW_DATA_RETURNS && c.why.contains("`dqn.lambda = 1`"));
+        assert!(advised, "{}", kept.trust);
     }
 
     #[test]

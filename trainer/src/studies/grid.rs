@@ -124,7 +124,6 @@ pub fn gridworld(out: &Path, study: &GridStudy, device: &Device) -> Result<(Valu
     let run_metrics = crate::run::dir::write_run(
         &out.join("model"),
         &data,
-        &cfg,
         &trained,
         "the built-in grid world",
         &[],
