@@ -209,10 +209,18 @@ pub fn train(
                 info: &info,
                 traced: &traced,
             };
-            let first = deep.learn(cfg, device, ckpt)?;
+            let mut first = deep.learn(cfg, device, ckpt)?;
             timings.extend(first.timings.iter().cloned());
-            let (learned, config, retargeted) = match along_trajectories_after(data, cfg, &first) {
-                Some(along) => {
+            // One-step targets whose V stays below the data's own returns: the run learns
+            // again along the trajectories, or says to.
+            let short = cfg.dqn.lambda == 0.0
+                && first
+                    .trust
+                    .failed()
+                    .any(|c| c.name == trust::BELOW_DATA_RETURNS);
+            let (learned, config, retargeted) = match short {
+                true if cfg.retry_along_trajectories => {
+                    let along = cfg.along_trajectories(data);
                     log::info!(
                         "one-step targets left V below the data's own returns: Q-learning \
                          again along the data's trajectories (`dqn.lambda = 1`, \
@@ -235,7 +243,12 @@ pub fn train(
                         false => (first, cfg.clone(), Some(record)),
                     }
                 }
-                None => (first, cfg.clone(), None),
+                true => {
+                    let advice = one_step_advice(data, cfg);
+                    first.trust.advise(trust::BELOW_DATA_RETURNS, &advice);
+                    (first, cfg.clone(), None)
+                }
+                false => (first, cfg.clone(), None),
             };
             Trained {
                 labelled,
@@ -506,12 +519,6 @@ impl Deep<'_> {
         };
         let final_max = final_max_return(cfg, max_return);
         let mut trust = judge(&values, pair, &judged, chosen_at, final_max);
-        // A run that retries along the trajectories acts on the advice rather than give it.
-        let short = trust.failed().any(|c| c.name == trust::BELOW_DATA_RETURNS)
-            && !cfg.retry_along_trajectories;
-        if let Some(advice) = short.then(|| one_step_advice(data, cfg)).flatten() {
-            trust.advise(trust::BELOW_DATA_RETURNS, &advice);
-        }
         if let Some(c) = chosen_at {
             let failed: Vec<usize> = candidates.iter().map(|k| k.checks_failed).collect();
             trust = trust.with(trust::choice_holds(&failed, c));
@@ -830,22 +837,6 @@ fn fit_v(
     }
 }
 
-/// The settings of a second deep Q-learning along the data's trajectories, where the run
-/// asks for it (`retry_along_trajectories`), its targets were one step, and its V stayed
-/// below the data's own returns.
-fn along_trajectories_after(
-    data: &Dataset,
-    cfg: &TrainConfig,
-    first: &Learned,
-) -> Option<TrainConfig> {
-    let short = first
-        .trust
-        .failed()
-        .any(|c| c.name == trust::BELOW_DATA_RETURNS);
-    (cfg.retry_along_trajectories && cfg.dqn.lambda == 0.0 && short)
-        .then(|| cfg.along_trajectories(data))
-}
-
 /// The record of a run that learned Q again along the trajectories (`along`).
 fn retargeted(one_step: &Trust, again: &Trust, along: &TrainConfig, exported: bool) -> Retargeted {
     let failed = |t: &Trust| t.failed().map(|c| c.name.clone()).collect();
@@ -865,11 +856,8 @@ fn retargeted(one_step: &Trust, again: &Trust, along: &TrainConfig, exported: bo
 /// own trajectories carry it the whole way at every copy (docs/trust.md, "Long horizons
 /// in frames"; ALE Freeway with a mostly-up policy, whose far states lie 94 steps from a
 /// crossing: 0.843 and doubtful with one-step targets, 0.902 and trusted along its
-/// trajectories). `None` for runs whose targets already follow the trajectories.
-fn one_step_advice(data: &Dataset, cfg: &TrainConfig) -> Option<String> {
-    if cfg.dqn.lambda > 0.0 {
-        return None;
-    }
+/// trajectories).
+fn one_step_advice(data: &Dataset, cfg: &TrainConfig) -> String {
     let copies = cfg.dqn.steps / cfg.dqn.target_update.max(1);
     let far = super::config::Horizon::of(data)
         .map(|h| {
@@ -879,13 +867,13 @@ fn one_step_advice(data: &Dataset, cfg: &TrainConfig) -> Option<String> {
             )
         })
         .unwrap_or_default();
-    Some(format!(
+    format!(
         "this run's targets are one step (`dqn.lambda = 0`): value travels one transition \
          per target copy, {copies} copies here{far}; targets along the data's own \
          trajectories carry it the whole way (`dqn.lambda = 1`, `dqn.target_update = {}`: \
          docs/trust.md, \"Long horizons in frames\")",
-        (cfg.dqn.steps / super::config::IMAGE_TRAJECTORY_COPIES).max(1)
-    ))
+        cfg.along_trajectories(data).dqn.target_update
+    )
 }
 
 /// Lowers each state's V in `target` to the bound of that state (the value of the fewest
@@ -1421,7 +1409,7 @@ mod tests {
     fn one_step_runs_are_advised_trajectory_targets() {
         let d = line_of_four();
         let images = TrainConfig::images(&[1, 1, 1]);
-        let advice = one_step_advice(&d, &images).unwrap();
+        let advice = one_step_advice(&d, &images);
         let copies = images.dqn.steps / images.dqn.target_update;
         assert!(
             advice.contains(&format!("{copies} copies"))
@@ -1429,7 +1417,6 @@ mod tests {
                 && advice.contains("`dqn.lambda = 1`"),
             "{advice}"
         );
-        assert!(one_step_advice(&d, &TrainConfig::continuous()).is_none());
     }
 
     /// One-step targets that leave V below the data's returns train again along the
