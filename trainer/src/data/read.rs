@@ -100,6 +100,12 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// How many rows of the source were left out and why, where any were.
+    pub fn dropped_line(&self) -> Option<String> {
+        let why = self.dropped_why.as_ref()?;
+        Some(format!("{} rows left out: {why}", self.dropped))
+    }
+
     /// What reading did, for people: the source, rows left out, rows without a next
     /// observation, notes. Empty for a file of the dataset format read as it is.
     pub fn report_lines(&self) -> Vec<String> {
@@ -107,9 +113,7 @@ impl Loaded {
         if self.source != "dataset format" {
             out.push(format!("read as {}", self.source));
         }
-        if let Some(why) = &self.dropped_why {
-            out.push(format!("{} rows left out: {why}", self.dropped));
-        }
+        out.extend(self.dropped_line());
         let missing = self.data.missing_next_count();
         if missing > 0 {
             out.push(format!(
@@ -151,8 +155,17 @@ fn is_hdf5(path: &Path) -> Result<bool> {
 /// them.
 const KEPT: [&str; 3] = ["terminals", "timeouts", "next_missing"];
 
-/// Reads the dataset at `path` in any supported format, as `opts` says.
+/// Reads the dataset at `path` in any supported format, as `opts` says. Rows left out
+/// are logged here, once, as a warning ([`Loaded::dropped_line`]).
 pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
+    let loaded = read_source(path, opts)?;
+    if let Some(line) = loaded.dropped_line() {
+        log::warn!("{}: {line}", path.display());
+    }
+    Ok(loaded)
+}
+
+fn read_source(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
     if import::lerobot::is_lerobot(path) {
         return read_lerobot(path, opts);
     }
@@ -217,13 +230,6 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Loaded> {
             },
             Some(f) => {
                 let dropped = f.dropped();
-                if dropped > 0 {
-                    log::warn!(
-                        "{}: {dropped} rows are left out: each ends an episode without a \
-                         terminal, and the file holds no next observation for it",
-                        path.display()
-                    );
-                }
                 Loaded {
                     data,
                     source: "dataset format",

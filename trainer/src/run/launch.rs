@@ -76,7 +76,9 @@ pub fn launch(
     };
     let loaded = crate::data::read::read(&data_path, &read)?;
     let reading = loaded.report_lines();
-    for line in &reading {
+    // Rows left out were already logged, as a warning, by `read`.
+    let dropped = loaded.dropped_line();
+    for line in reading.iter().filter(|l| Some(*l) != dropped.as_ref()) {
         log::info!("{}: {line}", data_path.display());
     }
     let data = loaded.data;

@@ -253,12 +253,17 @@ impl fmt::Display for RunMetrics {
                 "  export error       {e:.2e} (largest |fitted - learned| on the fitted states)"
             )?;
         }
-        if let Some(n) = self.fit_bounded {
-            writeln!(
+        match self.fit_bounded {
+            Some(0) => writeln!(
+                f,
+                "  fit bound          V within the bound of the data's ways at every state"
+            )?,
+            Some(n) => writeln!(
                 f,
                 "  fit bound          V above the data's ways at {n} of {} states: fitted at the bound",
                 self.transitions
-            )?;
+            )?,
+            None => {}
         }
         if let Some(c) = self.q_checkpoints.iter().find(|c| c.chosen) {
             writeln!(

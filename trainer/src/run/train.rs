@@ -899,10 +899,14 @@ fn fit_within_bound(
         .filter(|(v, b)| **v > *b)
         .map(|(v, b)| *v = b)
         .count();
-    log::info!(
-        "V above what the data's ways allow at {lowered} of {} states: fitted at the bound",
-        target.len()
-    );
+    if lowered == 0 {
+        log::info!("V within what the data's ways allow at every state");
+    } else {
+        log::info!(
+            "V above what the data's ways allow at {lowered} of {} states: fitted at the bound",
+            target.len()
+        );
+    }
     Some(lowered)
 }
 

@@ -26,14 +26,7 @@ pub(super) fn import(path: &Path, source: Source, opts: &ImportOptions) -> Resul
     };
     let mut imported =
         res.with_context(|| format!("cannot import {} as {}", file.display(), source.name()))?;
-    if imported.dropped > 0 {
-        log::warn!(
-            "{}: {} rows are left out: each ends an episode without a terminal, and the \
-             file holds no next observation for it",
-            file.display(),
-            imported.dropped
-        );
-    }
+    // Rows left out are reported by the caller: `read` warns, `laq convert` prints them.
     // The same checks `Dataset::load` makes, so that the file written is one that loads.
     imported.data = Dataset::from_arrays(imported.data.to_arrays()).with_context(|| {
         format!(
@@ -417,13 +410,16 @@ fn describe(a: &Actions) -> String {
 }
 
 /// Observations from one array, or from the arrays of a group (a dict observation
-/// space) flattened side by side per row. One u8 array (frames) stays u8, as the dataset
-/// format keeps it.
+/// space). One array keeps its shape per row, and u8 (frames) stays u8, as the dataset
+/// format keeps it; so does the one array of a group that holds or is picked down to one
+/// (a camera alone); several arrays are flattened side by side per row, as f32.
 struct Obs {
     rows: usize,
     shape: Vec<usize>,
     values: Observations,
     keys: Vec<String>,
+    /// What the user should know of how they were read (frames flattened with others).
+    note: Option<String>,
 }
 
 impl Obs {
@@ -434,6 +430,33 @@ impl Obs {
     fn rows(&self, idx: impl IntoIterator<Item = usize>) -> Observations {
         let idx: Vec<usize> = idx.into_iter().collect();
         self.values.select(&idx, self.width())
+    }
+
+    /// One array `a` (at `key`) as observations, picked as `keys`.
+    fn of_array(a: RawArray, key: &str, keys: Vec<String>) -> Result<Obs> {
+        if a.shape.is_empty() {
+            bail!("key `{key}`: a scalar, expected shape [N, ...]");
+        }
+        // A scalar per step (a discrete observation space) is a vector of one.
+        let shape = match a.shape.len() {
+            1 => vec![1],
+            _ => a.shape[1..].to_vec(),
+        };
+        if shape.contains(&0) {
+            bail!("key `{key}`: shape {:?} holds no value per row", a.shape);
+        }
+        let rows = rows(&a);
+        let values = match a.dtype {
+            DType::U8 => Observations::U8(a.bytes),
+            _ => Observations::F32(finite_f32(&a, key)?),
+        };
+        Ok(Obs {
+            rows,
+            shape,
+            values,
+            keys,
+            note: None,
+        })
     }
 }
 
@@ -467,29 +490,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
                      --obs-keys (they select arrays of a dict observation group)"
                 );
             }
-            let a = array(g, name, key)?;
-            if a.shape.is_empty() {
-                bail!("key `{key}`: a scalar, expected shape [N, ...]");
-            }
-            // A scalar per step (a discrete observation space) is a vector of one.
-            let shape = match a.shape.len() {
-                1 => vec![1],
-                _ => a.shape[1..].to_vec(),
-            };
-            if shape.contains(&0) {
-                bail!("key `{key}`: shape {:?} holds no value per row", a.shape);
-            }
-            let n = rows(&a);
-            let values = match a.dtype {
-                DType::U8 => Observations::U8(a.bytes),
-                _ => Observations::F32(finite_f32(&a, key)?),
-            };
-            return Ok(Obs {
-                rows: n,
-                shape,
-                values,
-                keys: vec![],
-            });
+            return Obs::of_array(array(g, name, key)?, key, vec![]);
         }
     }
     let grp = group(g, name, key)?;
@@ -522,7 +523,12 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             p.to_vec()
         }
     };
+    if let [only] = keys.as_slice() {
+        let full = format!("{key}/{only}");
+        return Obs::of_array(array(&grp, only, &full)?, &full, keys);
+    }
     let mut parts: Vec<(usize, Vec<f32>)> = vec![];
+    let mut frames = vec![];
     let mut n = None;
     for k in &keys {
         let full = format!("{key}/{k}");
@@ -536,6 +542,9 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
                 bail!("key `{full}`: {} rows, `{first}` has {m}", rows(&a))
             }
             _ => {}
+        }
+        if a.dtype == DType::U8 && a.shape.len() >= 3 {
+            frames.push(format!("`{k}` ({:?})", &a.shape[1..]));
         }
         let w = a.shape[1..].iter().product::<usize>();
         parts.push((w, finite_f32(&a, &full)?));
@@ -551,11 +560,22 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             values.extend_from_slice(&v[r * w..(r + 1) * w]);
         }
     }
+    // Frames flattened among other arrays train as a vector (a fully connected
+    // network on every pixel, in f32): rarely what a camera's data wants.
+    let note = (!frames.is_empty()).then(|| {
+        format!(
+            "`{key}` holds frames, {}: flattened with its other arrays into one vector of \
+             {width} values per step; `--obs-keys` naming one camera alone trains on its \
+             frames as images",
+            frames.join(", ")
+        )
+    });
     Ok(Obs {
         rows,
         shape: vec![width],
         values: values.into(),
         keys,
+        note,
     })
 }
 
@@ -569,6 +589,7 @@ fn d4rl(f: &Group, opts: &ImportOptions) -> Result<Imported> {
     if n == 0 {
         bail!("key `observations`: no rows");
     }
+    notes.extend(obs.note.clone());
     let why = "the rows of `observations`";
     let rk = opts.rewards.as_deref().unwrap_or("rewards");
     let rewards = rewards(&array(f, rk, rk)?, rk, n, why)?;
@@ -746,7 +767,10 @@ fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
             );
         }
         match &shape {
-            None => shape = Some((obs.shape.clone(), obs.keys.clone(), name.clone())),
+            None => {
+                shape = Some((obs.shape.clone(), obs.keys.clone(), name.clone()));
+                notes.extend(obs.note.clone());
+            }
             Some((s, k, first)) if *s != obs.shape || *k != obs.keys => bail!(
                 "key `{}`: shape {:?} per row (keys {:?}), `{first}` has {s:?} (keys {k:?})",
                 key("observations"),

@@ -267,6 +267,55 @@ fn minari_episodes_and_dict_observations() {
     assert_eq!(imp.data.next_obs(4), [102.0, -2.0, 102.5]);
 }
 
+/// A camera in a dict observation (`pixels`, u8 [T + 1, 20, 20, 3] beside the vectors of
+/// [`minari_dir`]): named alone it is read as frames, u8, as a file's one observation
+/// array is; among the others it is flattened, and a note says so.
+#[test]
+fn a_camera_of_a_dict_observation_named_alone_stays_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let pixel = |e: usize, s: usize, i: usize| ((e * 50 + s * 10 + i) % 256) as u8;
+    let p = minari_dir(dir.path(), |f| {
+        for (e, t) in [(0usize, 3usize), (1, 2)] {
+            let v: Vec<u8> = (0..=t)
+                .flat_map(|s| (0..1200).map(move |i| pixel(e, s, i)))
+                .collect();
+            let key = format!("episode_{e}/observations/pixels");
+            put(f, &key, &[t + 1, 20, 20, 3], &v);
+        }
+    });
+    let opts = |keys: &[&str]| ImportOptions {
+        obs_keys: Some(keys.iter().map(|k| k.to_string()).collect()),
+        rewards: None,
+    };
+    let imp = import(&p, Source::Minari, &opts(&["pixels"])).unwrap();
+    let d = &imp.data;
+    // Channels-last frames are read as [C, H, W], as every frame is.
+    assert_eq!(d.obs_shape, vec![3, 20, 20]);
+    let frames = d.observations.as_u8().expect("frames stay u8");
+    // Transition 3 is episode 1's first step, its next observation the step after; the
+    // value at channel 1, row 0, column 7 was stored at (0 * 20 + 7) * 3 + 1.
+    assert_eq!(frames[3 * 1200 + 400 + 7], pixel(1, 0, 22));
+    let next = d.next_observations.as_u8().unwrap();
+    assert_eq!(next[3 * 1200 + 400 + 7], pixel(1, 1, 22));
+    assert!(
+        imp.notes.iter().all(|n| !n.contains("frames")),
+        "{:?}",
+        imp.notes
+    );
+
+    // All the keys: one vector per step, and the note names the camera once.
+    let imp = import(&p, Source::Minari, &ImportOptions::default()).unwrap();
+    assert_eq!(imp.data.obs_shape, vec![5 + 1200]);
+    let said: Vec<&String> = imp.notes.iter().filter(|n| n.contains("frames")).collect();
+    assert_eq!(said.len(), 1, "{:?}", imp.notes);
+    assert!(said[0].contains("`pixels` ([20, 20, 3])"), "{}", said[0]);
+
+    // A vector named alone keeps its own shape too.
+    let imp = import(&p, Source::Minari, &opts(&["observation"])).unwrap();
+    assert_eq!(imp.data.obs_shape, vec![2]);
+    assert_eq!(imp.data.obs(4), [101.0, -1.0]);
+}
+
 #[test]
 fn episodes_are_read_in_numeric_order() {
     let dir = tempfile::tempdir().unwrap();
