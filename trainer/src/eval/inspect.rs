@@ -10,6 +10,7 @@ use laq_runtime::Model;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 /// Flash taken by the runtime's code for loading a fully connected f32 model and
@@ -124,8 +125,9 @@ pub fn inspect_with(path: &Path, budget: Option<Budget>, read: &ReadOptions) -> 
             model: model(&file, bytes, budget)?,
         });
     }
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if is_model(&bytes) {
+    if is_model(path)? {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         Ok(Report::Model(model(path, bytes, budget)?))
     } else {
         if budget.is_some() {
@@ -138,16 +140,34 @@ pub fn inspect_with(path: &Path, budget: Option<Budget>, read: &ReadOptions) -> 
     }
 }
 
-fn is_model(bytes: &[u8]) -> bool {
-    safetensors::SafeTensors::read_metadata(bytes)
-        .ok()
-        .and_then(|(_, m)| {
-            m.metadata()
-                .as_ref()?
-                .get(MetaKey::Format.as_str())
-                .cloned()
-        })
-        .is_some_and(|f| f == NAME)
+/// Whether the file at `path` is a laq model: a safetensors header whose metadata names
+/// the format. Only the header is read, so that a dataset of gigabytes is not read twice
+/// (once to tell, once to load) nor held twice.
+fn is_model(path: &Path) -> Result<bool> {
+    /// Far above any model's header; a dataset's first bytes read as a length beyond it.
+    const MAX_HEADER: u64 = 100 << 20;
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut len = [0u8; 8];
+    if f.read_exact(&mut len).is_err() {
+        return Ok(false);
+    }
+    let n = u64::from_le_bytes(len);
+    if n > MAX_HEADER {
+        return Ok(false);
+    }
+    let mut header = vec![];
+    if f.take(n).read_to_end(&mut header).is_err() || header.len() as u64 != n {
+        return Ok(false);
+    }
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(&header) else {
+        return Ok(false);
+    };
+    Ok(json
+        .get("__metadata__")
+        .and_then(|m| m.get(MetaKey::Format.as_str()))
+        .and_then(|f| f.as_str())
+        == Some(NAME))
 }
 
 /// One convolution of an image model.
@@ -672,6 +692,34 @@ impl fmt::Display for DatasetReport {
 mod tests {
     use super::*;
     use serde_json::{json, Value};
+
+    /// A model is told from its header alone; anything else (a dataset, a safetensors
+    /// file of other metadata, a file too short to hold a header) is not one.
+    #[test]
+    fn models_are_told_by_their_header() {
+        let shipped =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/maze2d/value.safetensors");
+        assert!(is_model(&shipped).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let header = |json: &str| {
+            let mut b = (json.len() as u64).to_le_bytes().to_vec();
+            b.extend(json.as_bytes());
+            b
+        };
+        let other = header(r#"{"__metadata__":{"format":"pt"}}"#);
+        assert!(!is_model(&at("other.safetensors", &other)).unwrap());
+        let named = header(&format!(r#"{{"__metadata__":{{"format":"{NAME}"}}}}"#));
+        assert!(is_model(&at("named.safetensors", &named)).unwrap());
+        assert!(!is_model(&at("cut.safetensors", &named[..named.len() - 1])).unwrap());
+        assert!(!is_model(&at("short", b"PK")).unwrap());
+        assert!(!is_model(&at("zip.npz", b"PK\x03\x04\x14\x00\x00\x00rest")).unwrap());
+        assert!(is_model(&dir.path().join("missing")).is_err());
+    }
 
     /// The report as text and JSON.
     fn inspect(path: &Path, budget: Option<Budget>) -> Result<(String, Value)> {
