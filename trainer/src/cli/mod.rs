@@ -41,8 +41,8 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Args, Clone, Debug, Default)]
 pub struct ReadArgs {
     /// Keys of a dict observation to flatten, in this order (HDF5 sources; default: every
-    /// key, sorted), or features of a LeRobot dataset side by side (default:
-    /// `observation.state`).
+    /// key, sorted; one key alone keeps its shape, so a camera's frames stay frames), or
+    /// features of a LeRobot dataset side by side (default: `observation.state`).
     #[arg(long, value_delimiter = ',')]
     pub obs_keys: Option<Vec<String>>,
     /// Where the rewards come from: an array of the file (default `rewards`; a LeRobot

@@ -1,5 +1,5 @@
-//! Importing robotics datasets: D4RL-style HDF5 files, Minari datasets, LeRobot dataset
-//! directories and folders of videos become transition files in the
+//! Importing robotics datasets: D4RL-style HDF5 files, Minari datasets, robomimic files,
+//! LeRobot dataset directories and folders of videos become transition files in the
 //! [dataset format](crate::data) (`laq convert`).
 //!
 //! HDF5 is read by `hdf5-reader`, a decoder of the file format written in Rust, so that
@@ -20,13 +20,18 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Source {
     /// Minari for a directory or a file of `episode_N` groups; D4RL for a file with
-    /// `observations` at its root.
+    /// `observations` at its root; robomimic for a file whose `data` group holds `demo_N`
+    /// groups.
     Auto,
     /// One HDF5 file with `observations`, `actions`, `rewards`, `terminals` and `timeouts`
     /// at its root.
     D4rl,
     /// A Minari dataset directory (or its `data/main_data.hdf5`) of `episode_N` groups.
     Minari,
+    /// A robomimic file (robosuite, MimicGen, LIBERO and other robot-learning suites write
+    /// it): a `data` group of `demo_N` groups, each with `obs`, `next_obs`, `actions`,
+    /// `rewards` and `dones`.
+    Robomimic,
     /// A folder of videos (MP4: AV1 or H.264), one episode each, in name order.
     Video,
 }
@@ -37,6 +42,7 @@ impl Source {
             Source::Auto => "auto",
             Source::D4rl => "D4RL",
             Source::Minari => "Minari",
+            Source::Robomimic => "robomimic",
             Source::Video => "videos",
         }
     }
@@ -52,11 +58,12 @@ pub struct ImportOptions {
     pub rewards: Option<String>,
 }
 
-/// A dataset read from a D4RL or Minari file, with what the conversion did to it.
+/// A dataset read from a D4RL, Minari or robomimic file, with what the conversion did to
+/// it.
 #[derive(Clone, Debug)]
 pub struct Imported {
     pub data: Dataset,
-    /// `D4rl` or `Minari`, never `Auto`.
+    /// `D4rl`, `Minari` or `Robomimic`, never `Auto`.
     pub source: Source,
     /// The HDF5 file that was read.
     pub file: PathBuf,

@@ -22,6 +22,7 @@ pub(super) fn import(path: &Path, source: Source, opts: &ImportOptions) -> Resul
     let h5 = open(&file)?;
     let res = match source {
         Source::Minari => minari(&h5, opts),
+        Source::Robomimic => robomimic(&h5, opts),
         _ => d4rl(&h5, opts),
     };
     let mut imported =
@@ -95,15 +96,26 @@ fn detect(path: &Path) -> Result<Source> {
     if names.iter().any(|n| episode_index(n).is_some()) {
         return Ok(Source::Minari);
     }
+    if kind(&f, "data", "data").with_context(cannot)? == Some(Kind::Group) {
+        let demos = keys_of(&group(&f, "data", "data")?).with_context(cannot)?;
+        if demos.iter().any(|n| demo_index(n).is_some()) {
+            return Ok(Source::Robomimic);
+        }
+    }
     bail!(
-        "{}: neither a D4RL file (`observations` at the root) nor a Minari file \
-         (`episode_N` groups); keys present: {names:?}",
+        "{}: neither a D4RL file (`observations` at the root), a Minari file \
+         (`episode_N` groups) nor a robomimic file (`data/demo_N` groups); keys present: \
+         {names:?}",
         path.display()
     )
 }
 
 fn episode_index(name: &str) -> Option<u64> {
     name.strip_prefix("episode_")?.parse().ok()
+}
+
+fn demo_index(name: &str) -> Option<u64> {
+    name.strip_prefix("demo_")?.parse().ok()
 }
 
 /// What a key of a group names.
@@ -399,6 +411,30 @@ fn actions(a: &RawArray, key: &str, n: usize, why: &str) -> Result<Actions> {
     Ok(Actions::Continuous {
         dim,
         values: finite_f32(a, key)?,
+    })
+}
+
+/// The actions of the episodes before (`prev`) followed by an episode's own `a` (read
+/// from `key`), which must be of the same kind.
+fn append_actions(prev: Option<Actions>, a: Actions, key: &str) -> Result<Actions> {
+    Ok(match (prev, a) {
+        (None, a) => a,
+        (Some(Actions::Discrete(mut p)), Actions::Discrete(v)) => {
+            p.extend(v);
+            Actions::Discrete(p)
+        }
+        (
+            Some(Actions::Continuous { dim, mut values }),
+            Actions::Continuous { dim: d2, values: v },
+        ) if dim == d2 => {
+            values.extend(v);
+            Actions::Continuous { dim, values }
+        }
+        (Some(p), a) => bail!(
+            "key `{key}`: {}, the episodes before have {}",
+            describe(&a),
+            describe(&p)
+        ),
     })
 }
 
@@ -803,26 +839,7 @@ fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
                     t,
                     &why,
                 )?;
-                Ok(Some(match (prev, a) {
-                    (None, a) => a,
-                    (Some(Actions::Discrete(mut p)), Actions::Discrete(v)) => {
-                        p.extend(v);
-                        Actions::Discrete(p)
-                    }
-                    (
-                        Some(Actions::Continuous { dim, mut values }),
-                        Actions::Continuous { dim: d2, values: v },
-                    ) if dim == d2 => {
-                        values.extend(v);
-                        Actions::Continuous { dim, values }
-                    }
-                    (Some(p), a) => bail!(
-                        "key `{}`: {}, the episodes before have {}",
-                        key("actions"),
-                        describe(&a),
-                        describe(&p)
-                    ),
-                }))
+                Ok(Some(append_actions(prev, a, &key("actions"))?))
             }
         };
     }
@@ -856,6 +873,196 @@ fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
         file: PathBuf::new(),
         episodes: names.len(),
         dropped: 0,
+        obs_keys: keys,
+        notes,
+    })
+}
+
+/// `data/demo_N` groups, read in numeric order, each with `obs` [T, ...] (an array or a
+/// group), `next_obs` (the same keys, optional: without it each step's next observation is
+/// the step after it in its demo), `actions` [T, A], `rewards` and `dones` [T].
+fn robomimic(f: &Group, opts: &ImportOptions) -> Result<Imported> {
+    let pick = opts.obs_keys.as_deref();
+    let data = group(f, "data", "data")?;
+    let mut names: Vec<(u64, String)> = keys_of(&data)?
+        .into_iter()
+        .filter_map(|n| Some((demo_index(&n)?, n)))
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        bail!(
+            "no `data/demo_N` groups (keys of `data`: {:?})",
+            keys_of(&data)?
+        );
+    }
+    let mut notes = vec![];
+    let other: Vec<String> = keys_of(f)?.into_iter().filter(|k| k != "data").collect();
+    if !other.is_empty() {
+        notes.push(format!("left out: {}", other.join(", ")));
+    }
+    let mut first: Option<(Vec<usize>, Vec<String>, String, bool)> = None;
+    let (mut o, mut nx, mut r, mut term, mut tout) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut acts: Result<Option<Actions>, String> = Ok(None);
+    let mut undone = 0;
+    for (_, name) in &names {
+        let g = match kind(&data, name, name)? {
+            Some(Kind::Group) => group(&data, name, name)?,
+            _ => bail!("key `data/{name}`: not a group"),
+        };
+        let key = |k: &str| format!("data/{name}/{k}");
+        let rk = opts.rewards.as_deref().unwrap_or("rewards");
+        let rew = array(&g, rk, &key(rk))?;
+        if rew.shape.is_empty() || rows(&rew) == 0 {
+            bail!(
+                "key `data/{name}`: an empty demo (no steps in `{}`)",
+                key(rk)
+            );
+        }
+        let t = rows(&rew);
+        let why = format!("the steps of `{}`", key(rk));
+        let rew = rewards(&rew, &key(rk), t, &why)?;
+        let done = match kind(&g, "dones", &key("dones"))? {
+            Some(_) => flags(&array(&g, "dones", &key("dones"))?, &key("dones"), t, &why)?,
+            None => vec![false; t],
+        };
+        let obs = observations(&g, &key("obs"), "obs", pick)?;
+        if obs.rows != t {
+            bail!(
+                "key `{}`: {} rows, expected {t} (the steps of `{}`)",
+                key("obs"),
+                obs.rows,
+                key(rk)
+            );
+        }
+        let has_next = kind(&g, "next_obs", &key("next_obs"))?.is_some();
+        match &first {
+            None => {
+                first = Some((obs.shape.clone(), obs.keys.clone(), name.clone(), has_next));
+                notes.extend(obs.note.clone());
+                if !has_next {
+                    notes.push(
+                        "no `next_obs`: each step's next observation is the step after it in \
+                         its demo"
+                            .into(),
+                    );
+                }
+                if kind(&g, "dones", &key("dones"))?.is_none() {
+                    notes.push("no `dones`: assumed that no demo ends in a terminal state".into());
+                }
+            }
+            Some((s, k, at, next)) => {
+                if *s != obs.shape || *k != obs.keys {
+                    bail!(
+                        "key `{}`: shape {:?} per row (keys {:?}), `data/{at}` has {s:?} \
+                         (keys {k:?})",
+                        key("obs"),
+                        obs.shape,
+                        obs.keys
+                    );
+                }
+                if *next != has_next {
+                    bail!(
+                        "key `data/{name}`: {} `next_obs`, `data/{at}` {}",
+                        if has_next { "has" } else { "has no" },
+                        if *next { "has" } else { "has none" }
+                    );
+                }
+            }
+        }
+        if has_next {
+            let n2 = observations(&g, &key("next_obs"), "next_obs", pick)?;
+            if n2.rows != t || n2.shape != obs.shape || n2.keys != obs.keys {
+                bail!(
+                    "key `{}`: {} rows of shape {:?} (keys {:?}), `{}` has {t} of {:?} (keys \
+                     {:?})",
+                    key("next_obs"),
+                    n2.rows,
+                    n2.shape,
+                    n2.keys,
+                    key("obs"),
+                    obs.shape,
+                    obs.keys
+                );
+            }
+            nx.push(n2.values);
+        }
+        o.push(obs.values);
+        // A demo that stops without `dones` was cut by the recording: its last step is a
+        // timeout, and with no `next_obs` it has no next observation (left out, counted).
+        let mut cut = vec![false; t];
+        if !done[t - 1] {
+            cut[t - 1] = true;
+            undone += 1;
+        }
+        r.extend(rew);
+        term.extend(done);
+        tout.extend(cut);
+        acts = match (acts, kind(&g, "actions", &key("actions"))?) {
+            (Err(why), _) => Err(why),
+            (Ok(_), None) => Err(format!("`data/{name}` has no `actions`")),
+            (Ok(_), Some(Kind::Group)) => Err(format!(
+                "`{}` is a group (a dict action space)",
+                key("actions")
+            )),
+            (Ok(prev), Some(_)) => {
+                let a = actions(
+                    &array(&g, "actions", &key("actions"))?,
+                    &key("actions"),
+                    t,
+                    &why,
+                )?;
+                Ok(Some(append_actions(prev, a, &key("actions"))?))
+            }
+        };
+    }
+    let actions = match acts {
+        Ok(a) => a,
+        Err(why) => {
+            notes.push(format!("{why}: actions left out"));
+            None
+        }
+    };
+    if undone > 0 {
+        notes.push(format!(
+            "{undone} of {} demos stop without `dones`: their last step is marked as a timeout",
+            names.len()
+        ));
+    }
+    let (obs_shape, keys, _, has_next) = first.unwrap_or_default();
+    let observations = Observations::concat(&o);
+    let (data, dropped) = if has_next {
+        let data = Dataset {
+            obs_shape,
+            observations,
+            next_observations: Observations::concat(&nx),
+            rewards: r,
+            terminals: term,
+            timeouts: Some(tout),
+            next_missing: None,
+            actions,
+        };
+        (data, 0)
+    } else {
+        let f = Following::of(&term, &tout).any_left()?;
+        let width: usize = obs_shape.iter().product();
+        let data = Dataset {
+            observations: observations.select(&f.keep, width),
+            next_observations: observations.select(&f.next_row, width),
+            obs_shape,
+            rewards: f.keep.iter().map(|&i| r[i]).collect(),
+            terminals: f.terminals.clone(),
+            timeouts: Some(f.timeouts.clone()),
+            next_missing: Some(f.missing.clone()),
+            actions: actions.map(|a| a.select(&f.keep)),
+        };
+        (data, f.dropped())
+    };
+    Ok(Imported {
+        data,
+        source: Source::Robomimic,
+        file: PathBuf::new(),
+        episodes: names.len(),
+        dropped,
         obs_keys: keys,
         notes,
     })

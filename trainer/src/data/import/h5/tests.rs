@@ -612,3 +612,127 @@ fn u8_frames_stay_u8() {
     let next = d.next_observations.as_u8().expect("u8 kept");
     assert_eq!(next[..204], obs[204..408]);
 }
+
+/// A robomimic file of two demos (3 and 2 steps): `obs` and `next_obs` groups with
+/// `robot0_eef_pos` [T, 2] and a camera `agentview_image` u8 [T, 20, 20, 3], `actions`
+/// [T, 7], `rewards`, `dones` (demo 0 done at its last step, demo 1 cut), and a `mask`
+/// group of filter keys beside `data`; `next` says whether `next_obs` is written.
+fn robomimic_file(path: &Path, next: bool) {
+    let mut f = Tree::new();
+    for (e, t) in [(0usize, 3usize), (1, 2)] {
+        let g = format!("data/demo_{e}");
+        let pos = |s: usize| [(10 * e + s) as f32, -(s as f32)];
+        let cam = |s: usize| (0..1200).map(move |i| ((e * 50 + s * 10 + i) % 256) as u8);
+        let mut groups = vec![("obs", 0usize)];
+        if next {
+            groups.push(("next_obs", 1));
+        }
+        for (o, shift) in groups {
+            let p: Vec<f32> = (shift..t + shift).flat_map(pos).collect();
+            put(&mut f, &format!("{g}/{o}/robot0_eef_pos"), &[t, 2], &p);
+            let c: Vec<u8> = (shift..t + shift).flat_map(cam).collect();
+            put(
+                &mut f,
+                &format!("{g}/{o}/agentview_image"),
+                &[t, 20, 20, 3],
+                &c,
+            );
+        }
+        put(
+            &mut f,
+            &format!("{g}/actions"),
+            &[t, 7],
+            &vec![0.5f64; 7 * t],
+        );
+        put(&mut f, &format!("{g}/rewards"), &[t], &vec![0f32; t]);
+        let mut done = vec![0u8; t];
+        done[t - 1] = u8::from(e == 0);
+        put(&mut f, &format!("{g}/dones"), &[t], &done);
+    }
+    put(&mut f, "mask/train", &[2], &[0u8, 1]);
+    save(f, path);
+}
+
+#[test]
+fn robomimic_demos_with_and_without_next_obs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("image.hdf5");
+    robomimic_file(&p, true);
+    let pick = |keys: &[&str]| ImportOptions {
+        obs_keys: Some(keys.iter().map(|k| k.to_string()).collect()),
+        rewards: None,
+    };
+    let imp = import(&p, Source::Auto, &pick(&["robot0_eef_pos"])).unwrap();
+    assert_eq!(imp.source, Source::Robomimic);
+    let d = &imp.data;
+    assert_eq!((d.len(), imp.episodes, imp.dropped), (5, 2, 0));
+    assert_eq!(d.obs_shape, vec![2]);
+    let steps = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)];
+    for (k, &(e, s)) in steps.iter().enumerate() {
+        assert_eq!(d.obs(k), [(10 * e + s) as f32, -(s as f32)]);
+        assert_eq!(d.next_obs(k), [(10 * e + s + 1) as f32, -(s as f32 + 1.0)]);
+    }
+    assert_eq!(d.terminals, vec![false, false, true, false, false]);
+    assert_eq!(d.timeouts, Some(vec![false, false, false, false, true]));
+    assert!(matches!(
+        d.actions,
+        Some(Actions::Continuous { dim: 7, .. })
+    ));
+    assert!(
+        imp.notes.iter().any(|n| n == "left out: mask"),
+        "{:?}",
+        imp.notes
+    );
+    assert!(imp.notes.iter().any(|n| n.contains("1 of 2 demos stop")));
+
+    // The camera alone: u8 frames, read as [C, H, W].
+    let imp = import(&p, Source::Robomimic, &pick(&["agentview_image"])).unwrap();
+    assert_eq!(imp.data.obs_shape, vec![3, 20, 20]);
+    assert!(imp.data.observations.as_u8().is_some());
+    // Every key: one vector per step, the camera named in a note.
+    let imp = import(&p, Source::Auto, &ImportOptions::default()).unwrap();
+    assert_eq!(imp.obs_keys, ["agentview_image", "robot0_eef_pos"]);
+    assert_eq!(imp.data.obs_shape, vec![1202]);
+    assert!(imp
+        .notes
+        .iter()
+        .any(|n| n.contains("`agentview_image` ([20, 20, 3])")));
+
+    // Without `next_obs`: the next step of the demo; demo 0 ends done (kept, no next
+    // observation), demo 1 is cut (its last step left out and counted).
+    let p = dir.path().join("low_dim.hdf5");
+    robomimic_file(&p, false);
+    let imp = import(&p, Source::Auto, &pick(&["robot0_eef_pos"])).unwrap();
+    let d = &imp.data;
+    assert_eq!((d.len(), imp.dropped), (4, 1));
+    assert_eq!(d.obs(1), [1.0, -1.0]);
+    assert_eq!(d.next_obs(1), [2.0, -2.0]);
+    assert_eq!(d.terminals, vec![false, false, true, false]);
+    assert_eq!(d.next_missing, Some(vec![false, false, true, false]));
+    assert_eq!(d.obs(3), [10.0, 0.0]);
+    assert_eq!(d.next_obs(3), [11.0, -1.0]);
+    assert!(imp.notes.iter().any(|n| n.contains("no `next_obs`")));
+}
+
+#[test]
+fn robomimic_errors_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.hdf5");
+    let mut f = Tree::new();
+    put(&mut f, "data/demo_0/obs/state", &[4, 2], &[0f32; 8]);
+    put(&mut f, "data/demo_0/rewards", &[3], &[0f32; 3]);
+    save(f, &p);
+    let e = format!(
+        "{:#}",
+        import(&p, Source::Auto, &ImportOptions::default()).unwrap_err()
+    );
+    assert!(e.contains("`data/demo_0/obs`: 4 rows, expected 3"), "{e}");
+    let mut f = Tree::new();
+    put(&mut f, "data/other", &[1], &[0f32]);
+    save(f, &p);
+    let e = format!(
+        "{:#}",
+        import(&p, Source::Robomimic, &ImportOptions::default()).unwrap_err()
+    );
+    assert!(e.contains("no `data/demo_N` groups"), "{e}");
+}
