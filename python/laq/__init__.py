@@ -80,10 +80,16 @@ def _is_episodes(data: Any) -> bool:
     return callable(getattr(data, "iterate_episodes", None))
 
 
-def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]]) -> np.ndarray:
+def _is_frames(a: Any) -> bool:
+    """u8 with two or more dimensions per step: a camera's frames."""
+    return not isinstance(a, Mapping) and np.asarray(a).dtype == np.uint8 and np.ndim(a) >= 3
+
+
+def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]], warn: bool = False) -> np.ndarray:
     """One episode's observations as ``[T+1, ...]``; a dict observation (a Minari
     ``Dict`` space) becomes its keys flattened and joined, in ``obs_keys`` order or
-    sorted."""
+    sorted, as ``laq`` reads a dict group of an HDF5 file: frames beside vectors are left
+    out unless named, and one key keeps its own shape (a camera's frames stay frames)."""
     if isinstance(obs, Mapping):
         keys = list(obs_keys) if obs_keys is not None else sorted(obs)
         missing = [k for k in keys if k not in obs]
@@ -91,6 +97,19 @@ def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]]) -> np.ndarray:
             raise ValueError(
                 f"observation keys {missing} not in the episode (keys: {sorted(obs)})"
             )
+        if obs_keys is None:
+            frames = [k for k in keys if _is_frames(obs[k])]
+            if frames and len(frames) < len(keys):
+                keys = [k for k in keys if k not in frames]
+                if warn:
+                    import warnings
+
+                    warnings.warn(
+                        f"frames left out of the observations: {frames}; obs_keys="
+                        f"[{frames[0]!r}] trains on that camera's frames instead of the vectors"
+                    )
+        if len(keys) == 1:
+            return _flat_obs(obs[keys[0]], None)
         parts = [_flat_obs(obs[k], None) for k in keys]
         return np.concatenate([p.reshape(len(p), -1) for p in parts], axis=1)
     return np.asarray(obs)
@@ -107,11 +126,12 @@ def from_episodes(
     Each step ``t`` becomes the transition from observation ``t`` to ``t + 1``;
     terminations become ``terminals`` and truncations ``timeouts``. Dict observations
     are flattened key by key (``obs_keys``, or every key sorted), as ``laq`` reads a
-    Minari directory.
+    Minari directory: frames beside vectors are left out unless named (with a warning),
+    and one key keeps its shape, so ``obs_keys=["pixels"]`` gives a camera's frames.
     """
     obs, nxt, rew, term, trunc = [], [], [], [], []
     for i, ep in enumerate(dataset.iterate_episodes()):
-        o = _flat_obs(ep.observations, obs_keys)
+        o = _flat_obs(ep.observations, obs_keys, warn=i == 0)
         r = np.asarray(ep.rewards).reshape(-1)
         t = len(r)
         if len(o) != t + 1:

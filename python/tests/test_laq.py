@@ -305,6 +305,25 @@ def test_dict_observations_are_flattened_by_key():
         laq.from_episodes(FakeMinari([short]))
 
 
+def test_a_camera_of_a_dict_observation_stays_frames_when_named():
+    frames = np.arange(3 * 20 * 20 * 3, dtype=np.uint8).reshape(3, 20, 20, 3)
+    ep = SimpleNamespace(
+        observations={"pixels": frames, "state": np.array([[1.0], [2.0], [3.0]])},
+        rewards=np.array([0.0, 1.0]),
+        terminations=np.array([False, True]),
+        truncations=np.array([False, False]),
+    )
+    with pytest.warns(UserWarning, match="obs_keys=\\['pixels'\\]"):
+        d = laq.from_episodes(FakeMinari([ep]))
+    assert d["observations"].tolist() == [[1.0], [2.0]]
+    d = laq.from_episodes(FakeMinari([ep]), obs_keys=["pixels"])
+    assert d["observations"].dtype == np.uint8
+    assert d["observations"].shape == (2, 20, 20, 3)
+    assert np.array_equal(d["next_observations"][1], frames[2])
+    d = laq.from_episodes(FakeMinari([ep]), obs_keys=["state", "pixels"])
+    assert d["observations"].shape == (2, 1 + 1200)
+
+
 def test_training_releases_the_gil(tmp_path, data):
     done = []
     worker = threading.Thread(

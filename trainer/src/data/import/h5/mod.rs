@@ -496,6 +496,17 @@ impl Obs {
     }
 }
 
+/// The shape of a row of the array `name` of `g` (`key` in the file) where it holds frames:
+/// u8 with at least two dimensions per row. Only its header is read.
+fn frame_shape(g: &Group, name: &str, key: &str) -> Result<Option<Vec<u64>>> {
+    let (parent, leaf) = parent(g, name, key)?.ok_or_else(|| anyhow!("missing key `{key}`"))?;
+    let ds = parent
+        .dataset(leaf)
+        .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
+    let u8 = matches!(element(ds.dtype()), Some((DType::U8, _)));
+    Ok((u8 && ds.shape().len() >= 3).then(|| ds.shape()[1..].to_vec()))
+}
+
 /// Every array under `g`, as paths relative to it, sorted. `above` holds the addresses of
 /// the groups on the way down: links may lead back to one of them (in a damaged file, or
 /// a hard link to an ancestor), and the walk would then never end.
@@ -536,8 +547,38 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
     if all.is_empty() {
         bail!("key `{key}`: an empty group");
     }
+    let mut note = None;
     let keys = match pick {
-        None => all,
+        // Frames beside vectors: the vectors, as a LeRobot dataset's default is its state;
+        // a camera's pixels flattened into a vector beside them would train a fully
+        // connected network on every pixel, in f32.
+        None => {
+            let mut frames = vec![];
+            let mut rest = vec![];
+            for k in all {
+                match frame_shape(&grp, &k, &format!("{key}/{k}"))? {
+                    Some(shape) => frames.push((k, shape)),
+                    None => rest.push(k),
+                }
+            }
+            if frames.is_empty() || rest.is_empty() {
+                rest.extend(frames.into_iter().map(|(k, _)| k));
+                rest.sort();
+                rest
+            } else {
+                let named: Vec<String> = frames
+                    .iter()
+                    .map(|(k, shape)| format!("`{k}` ({shape:?})"))
+                    .collect();
+                note = Some(format!(
+                    "`{key}` holds frames, left out of the observations: {}; `--obs-keys {}` \
+                     trains on that camera's frames instead of the vectors",
+                    named.join(", "),
+                    frames[0].0
+                ));
+                rest
+            }
+        }
         Some(p) => {
             if p.is_empty() {
                 bail!(
@@ -561,7 +602,8 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
     };
     if let [only] = keys.as_slice() {
         let full = format!("{key}/{only}");
-        return Obs::of_array(array(&grp, only, &full)?, &full, keys);
+        let obs = Obs::of_array(array(&grp, only, &full)?, &full, keys)?;
+        return Ok(Obs { note, ..obs });
     }
     let mut parts: Vec<(usize, Vec<f32>)> = vec![];
     let mut frames = vec![];
@@ -596,16 +638,16 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             values.extend_from_slice(&v[r * w..(r + 1) * w]);
         }
     }
-    // Frames flattened among other arrays train as a vector (a fully connected
-    // network on every pixel, in f32): rarely what a camera's data wants.
-    let note = (!frames.is_empty()).then(|| {
-        format!(
+    // Frames flattened among other arrays (cameras only, or picked so) train as a vector:
+    // a fully connected network on every pixel, in f32.
+    if !frames.is_empty() && note.is_none() {
+        note = Some(format!(
             "`{key}` holds frames, {}: flattened with its other arrays into one vector of \
              {width} values per step; `--obs-keys` naming one camera alone trains on its \
              frames as images",
             frames.join(", ")
-        )
-    });
+        ));
+    }
     Ok(Obs {
         rows,
         shape: vec![width],

@@ -269,7 +269,8 @@ fn minari_episodes_and_dict_observations() {
 
 /// A camera in a dict observation (`pixels`, u8 [T + 1, 20, 20, 3] beside the vectors of
 /// [`minari_dir`]): named alone it is read as frames, u8, as a file's one observation
-/// array is; among the others it is flattened, and a note says so.
+/// array is; by default the vectors are taken without it, and picked among them it is
+/// flattened; a note says which.
 #[test]
 fn a_camera_of_a_dict_observation_named_alone_stays_frames() {
     let dir = tempfile::tempdir().unwrap();
@@ -303,12 +304,29 @@ fn a_camera_of_a_dict_observation_named_alone_stays_frames() {
         imp.notes
     );
 
-    // All the keys: one vector per step, and the note names the camera once.
+    // By default the vectors, as a LeRobot dataset's state; the note names the camera
+    // left out once, and how to take it.
     let imp = import(&p, Source::Minari, &ImportOptions::default()).unwrap();
-    assert_eq!(imp.data.obs_shape, vec![5 + 1200]);
+    assert_eq!(
+        imp.obs_keys,
+        ["achieved_goal", "goal/desired", "observation"]
+    );
+    assert_eq!(imp.data.obs_shape, vec![5]);
     let said: Vec<&String> = imp.notes.iter().filter(|n| n.contains("frames")).collect();
     assert_eq!(said.len(), 1, "{:?}", imp.notes);
-    assert!(said[0].contains("`pixels` ([20, 20, 3])"), "{}", said[0]);
+    assert!(said[0].contains("left out of the observations: `pixels` ([20, 20, 3])"));
+    assert!(said[0].contains("`--obs-keys pixels`"), "{}", said[0]);
+    // Picked with the vectors: flattened into one vector per step, and said so.
+    let imp = import(&p, Source::Minari, &opts(&["observation", "pixels"])).unwrap();
+    assert_eq!(imp.data.obs_shape, vec![2 + 1200]);
+    assert_eq!(imp.data.obs(4)[..2], [101.0, -1.0]);
+    let said: Vec<&String> = imp.notes.iter().filter(|n| n.contains("frames")).collect();
+    assert_eq!(said.len(), 1, "{:?}", imp.notes);
+    assert!(
+        said[0].contains("`pixels` ([20, 20, 3]): flattened"),
+        "{}",
+        said[0]
+    );
 
     // A vector named alone keeps its own shape too.
     let imp = import(&p, Source::Minari, &opts(&["observation"])).unwrap();
@@ -689,14 +707,16 @@ fn robomimic_demos_with_and_without_next_obs() {
     let imp = import(&p, Source::Robomimic, &pick(&["agentview_image"])).unwrap();
     assert_eq!(imp.data.obs_shape, vec![3, 20, 20]);
     assert!(imp.data.observations.as_u8().is_some());
-    // Every key: one vector per step, the camera named in a note.
+    // By default the vectors, the camera named in a note.
     let imp = import(&p, Source::Auto, &ImportOptions::default()).unwrap();
-    assert_eq!(imp.obs_keys, ["agentview_image", "robot0_eef_pos"]);
-    assert_eq!(imp.data.obs_shape, vec![1202]);
-    assert!(imp
-        .notes
-        .iter()
-        .any(|n| n.contains("`agentview_image` ([20, 20, 3])")));
+    assert_eq!(imp.obs_keys, ["robot0_eef_pos"]);
+    assert_eq!(imp.data.obs_shape, vec![2]);
+    let said = "left out of the observations: `agentview_image` ([20, 20, 3])";
+    assert!(
+        imp.notes.iter().any(|n| n.contains(said)),
+        "{:?}",
+        imp.notes
+    );
 
     // Without `next_obs`: the next step of the demo; demo 0 ends done (kept, no next
     // observation), demo 1 is cut (its last step left out and counted).
