@@ -414,28 +414,64 @@ fn actions(a: &RawArray, key: &str, n: usize, why: &str) -> Result<Actions> {
     })
 }
 
-/// The actions of the episodes before (`prev`) followed by an episode's own `a` (read
-/// from `key`), which must be of the same kind.
-fn append_actions(prev: Option<Actions>, a: Actions, key: &str) -> Result<Actions> {
-    Ok(match (prev, a) {
-        (None, a) => a,
-        (Some(Actions::Discrete(mut p)), Actions::Discrete(v)) => {
-            p.extend(v);
-            Actions::Discrete(p)
+/// The actions of episodes read one after another: every episode's, or none once one
+/// episode has none that can be used (`Err` says why: all are then left out).
+struct EpisodeActions(Result<Option<Actions>, String>);
+
+impl Default for EpisodeActions {
+    fn default() -> Self {
+        EpisodeActions(Ok(None))
+    }
+}
+
+impl EpisodeActions {
+    /// Adds the `actions` of the episode group `g` (`at` in the file) of `t` steps; an
+    /// episode's actions of another kind than the ones before are an error.
+    fn add(&mut self, g: &Group, at: &str, t: usize, why: &str) -> Result<()> {
+        let prev = match &mut self.0 {
+            Err(_) => return Ok(()),
+            Ok(prev) => prev.take(),
+        };
+        let key = format!("{at}/actions");
+        self.0 = match kind(g, "actions", &key)? {
+            None => Err(format!("`{at}` has no `actions`")),
+            Some(Kind::Group) => Err(format!("`{key}` is a group (a dict action space)")),
+            Some(Kind::Array) => {
+                let a = actions(&array(g, "actions", &key)?, &key, t, why)?;
+                Ok(Some(match (prev, a) {
+                    (None, a) => a,
+                    (Some(Actions::Discrete(mut p)), Actions::Discrete(v)) => {
+                        p.extend(v);
+                        Actions::Discrete(p)
+                    }
+                    (
+                        Some(Actions::Continuous { dim, mut values }),
+                        Actions::Continuous { dim: d2, values: v },
+                    ) if dim == d2 => {
+                        values.extend(v);
+                        Actions::Continuous { dim, values }
+                    }
+                    (Some(p), a) => bail!(
+                        "key `{key}`: {}, the episodes before have {}",
+                        describe(&a),
+                        describe(&p)
+                    ),
+                }))
+            }
+        };
+        Ok(())
+    }
+
+    /// The actions, or none with a note in `notes` saying why.
+    fn finish(self, notes: &mut Vec<String>) -> Option<Actions> {
+        match self.0 {
+            Ok(a) => a,
+            Err(why) => {
+                notes.push(format!("{why}: actions left out"));
+                None
+            }
         }
-        (
-            Some(Actions::Continuous { dim, mut values }),
-            Actions::Continuous { dim: d2, values: v },
-        ) if dim == d2 => {
-            values.extend(v);
-            Actions::Continuous { dim, values }
-        }
-        (Some(p), a) => bail!(
-            "key `{key}`: {}, the episodes before have {}",
-            describe(&a),
-            describe(&p)
-        ),
-    })
+    }
 }
 
 fn describe(a: &Actions) -> String {
@@ -805,8 +841,7 @@ fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
     let mut notes = vec![];
     let mut shape: Option<(Vec<usize>, Vec<String>, String)> = None;
     let (mut o, mut nx, mut r, mut term, mut tout) = (vec![], vec![], vec![], vec![], vec![]);
-    // `Err(reason)` once some episode has no usable actions: all are then left out.
-    let mut acts: Result<Option<Actions>, String> = Ok(None);
+    let mut acts = EpisodeActions::default();
     let mut unended = 0;
     for (_, name) in &names {
         let g = match kind(f, name, name)? {
@@ -867,31 +902,9 @@ fn minari(f: &Group, opts: &ImportOptions) -> Result<Imported> {
         r.extend(rew);
         term.extend(te);
         tout.extend(tr);
-        acts = match (acts, kind(&g, "actions", &key("actions"))?) {
-            (Err(why), _) => Err(why),
-            (Ok(_), None) => Err(format!("`{name}` has no `actions`")),
-            (Ok(_), Some(Kind::Group)) => Err(format!(
-                "`{}` is a group (a dict action space)",
-                key("actions")
-            )),
-            (Ok(prev), Some(_)) => {
-                let a = actions(
-                    &array(&g, "actions", &key("actions"))?,
-                    &key("actions"),
-                    t,
-                    &why,
-                )?;
-                Ok(Some(append_actions(prev, a, &key("actions"))?))
-            }
-        };
+        acts.add(&g, name, t, &why)?;
     }
-    let actions = match acts {
-        Ok(a) => a,
-        Err(why) => {
-            notes.push(format!("{why}: actions left out"));
-            None
-        }
-    };
+    let actions = acts.finish(&mut notes);
     if unended > 0 {
         notes.push(format!(
             "{unended} episodes stop with neither termination nor truncation: their last \
@@ -944,7 +957,7 @@ fn robomimic(f: &Group, opts: &ImportOptions) -> Result<Imported> {
     }
     let mut first: Option<(Vec<usize>, Vec<String>, String, bool)> = None;
     let (mut o, mut nx, mut r, mut term, mut tout) = (vec![], vec![], vec![], vec![], vec![]);
-    let mut acts: Result<Option<Actions>, String> = Ok(None);
+    let mut acts = EpisodeActions::default();
     let mut undone = 0;
     for (_, name) in &names {
         let g = match kind(&data, name, name)? {
@@ -1039,31 +1052,9 @@ fn robomimic(f: &Group, opts: &ImportOptions) -> Result<Imported> {
         r.extend(rew);
         term.extend(done);
         tout.extend(cut);
-        acts = match (acts, kind(&g, "actions", &key("actions"))?) {
-            (Err(why), _) => Err(why),
-            (Ok(_), None) => Err(format!("`data/{name}` has no `actions`")),
-            (Ok(_), Some(Kind::Group)) => Err(format!(
-                "`{}` is a group (a dict action space)",
-                key("actions")
-            )),
-            (Ok(prev), Some(_)) => {
-                let a = actions(
-                    &array(&g, "actions", &key("actions"))?,
-                    &key("actions"),
-                    t,
-                    &why,
-                )?;
-                Ok(Some(append_actions(prev, a, &key("actions"))?))
-            }
-        };
+        acts.add(&g, &format!("data/{name}"), t, &why)?;
     }
-    let actions = match acts {
-        Ok(a) => a,
-        Err(why) => {
-            notes.push(format!("{why}: actions left out"));
-            None
-        }
-    };
+    let actions = acts.finish(&mut notes);
     if undone > 0 {
         notes.push(format!(
             "{undone} of {} demos stop without `dones`: their last step is marked as a timeout",
