@@ -607,7 +607,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
                     .map(|(k, shape)| format!("`{k}` ({shape:?})"))
                     .collect();
                 note = Some(format!(
-                    "`{key}` holds frames, left out of the observations: {}; `--obs-keys {}` \
+                    "`{name}` holds frames, left out of the observations: {}; `--obs-keys {}` \
                      trains on that camera's frames instead of the vectors",
                     named.join(", "),
                     frames[0].0
@@ -678,7 +678,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
     // a fully connected network on every pixel, in f32.
     if !frames.is_empty() && note.is_none() {
         note = Some(format!(
-            "`{key}` holds frames, {}: flattened with its other arrays into one vector of \
+            "`{name}` holds frames, {}: flattened with its other arrays into one vector of \
              {width} values per step; `--obs-keys` naming one camera alone trains on its \
              frames as images",
             frames.join(", ")
