@@ -3,6 +3,7 @@
 
 use super::{ImportOptions, Imported, Source};
 use crate::data::following::Following;
+use crate::data::frames::FrameLayout;
 use crate::data::{Actions, DType, Dataset, Observations, RawArray};
 use anyhow::{anyhow, bail, Context, Result};
 use hdf5_reader::error::Error as H5Error;
@@ -532,15 +533,82 @@ impl Obs {
     }
 }
 
-/// The shape of a row of the array `name` of `g` (`key` in the file) where it holds frames:
-/// u8 with at least two dimensions per row. Only its header is read.
-fn frame_shape(g: &Group, name: &str, key: &str) -> Result<Option<Vec<u64>>> {
+/// The shape of a row of the array `name` of `g` (`key` in the file) where it holds frames
+/// ([`frame_of`]). Only its header is read.
+fn frame_shape(g: &Group, name: &str, key: &str) -> Result<Option<Vec<usize>>> {
     let (parent, leaf) = parent(g, name, key)?.ok_or_else(|| anyhow!("missing key `{key}`"))?;
     let ds = parent
         .dataset(leaf)
         .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
     let u8 = matches!(element(ds.dtype()), Some((DType::U8, _)));
-    Ok((u8 && ds.shape().len() >= 3).then(|| ds.shape()[1..].to_vec()))
+    let row: Vec<usize> = ds.shape().iter().skip(1).map(|&d| d as usize).collect();
+    Ok((u8 && !row.is_empty() && frame_of(&row).is_some()).then_some(row))
+}
+
+/// A row of u8 values of shape `row`, as laq reads it where it is a frame: `[C, H, W]`
+/// from any layout [`FrameLayout`] reads, or as it is; `None` for anything else.
+fn frame_of(row: &[usize]) -> Option<[usize; 3]> {
+    match FrameLayout::of(row, true) {
+        Some(layout) => Some(layout.shape()),
+        None => match *row {
+            [c, h, w] => Some([c, h, w]),
+            _ => None,
+        },
+    }
+}
+
+/// Cameras picked together (every array in `keys` holds frames, of one height and width):
+/// their frames side by side along the channels, `[C1 + C2 + ..., H, W]`, u8, as a stack
+/// of frames is read. `None` where their sizes differ.
+fn stacked_cameras(grp: &Group, key: &str, keys: &[String]) -> Result<Option<Obs>> {
+    let mut parts: Vec<(usize, Vec<u8>)> = vec![];
+    let (mut size, mut n) = (None, None);
+    let mut channels = 0;
+    for k in keys {
+        let full = format!("{key}/{k}");
+        let mut a = array(grp, k, &full)?;
+        let Some([c, h, w]) = frame_of(&a.shape[1..]) else {
+            return Ok(None);
+        };
+        match size {
+            None => size = Some((h, w)),
+            Some(hw) if hw != (h, w) => return Ok(None),
+            _ => {}
+        }
+        match n {
+            None => n = Some((rows(&a), full.clone())),
+            Some((m, ref first)) if m != rows(&a) => {
+                bail!("key `{full}`: {} rows, `{first}` has {m}", rows(&a))
+            }
+            _ => {}
+        }
+        if let Some(layout) = FrameLayout::of(&a.shape[1..], true) {
+            layout.reorder_bytes(&mut a.bytes, 1);
+        }
+        channels += c;
+        parts.push((c * h * w, a.bytes));
+    }
+    let ((h, w), rows) = match (size, n) {
+        (Some(hw), Some((m, _))) => (hw, m),
+        _ => return Ok(None),
+    };
+    let width = channels * h * w;
+    let mut values = Vec::with_capacity(rows * width);
+    for r in 0..rows {
+        for (w, v) in &parts {
+            values.extend_from_slice(&v[r * w..(r + 1) * w]);
+        }
+    }
+    Ok(Some(Obs {
+        rows,
+        shape: vec![channels, h, w],
+        values: Observations::U8(values),
+        keys: keys.to_vec(),
+        note: Some(format!(
+            "`{key}`: the frames of {} side by side along the channels, [{channels}, {h}, {w}]",
+            keys.join(", ")
+        )),
+    }))
 }
 
 /// Every array under `g`, as paths relative to it, sorted. `above` holds the addresses of
@@ -641,6 +709,15 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
         let obs = Obs::of_array(array(&grp, only, &full)?, &full, keys)?;
         return Ok(Obs { note, ..obs });
     }
+    let mut cameras = true;
+    for k in &keys {
+        cameras &= frame_shape(&grp, k, &format!("{key}/{k}"))?.is_some();
+    }
+    if cameras {
+        if let Some(obs) = stacked_cameras(&grp, key, &keys)? {
+            return Ok(obs);
+        }
+    }
     let mut parts: Vec<(usize, Vec<f32>)> = vec![];
     let mut frames = vec![];
     let mut n = None;
@@ -657,7 +734,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             }
             _ => {}
         }
-        if a.dtype == DType::U8 && a.shape.len() >= 3 {
+        if a.dtype == DType::U8 && a.shape.len() >= 2 && frame_of(&a.shape[1..]).is_some() {
             frames.push(format!("`{k}` ({:?})", &a.shape[1..]));
         }
         let w = a.shape[1..].iter().product::<usize>();

@@ -632,7 +632,8 @@ fn u8_frames_stay_u8() {
 }
 
 /// A robomimic file of two demos (3 and 2 steps): `obs` and `next_obs` groups with
-/// `robot0_eef_pos` [T, 2] and a camera `agentview_image` u8 [T, 20, 20, 3], `actions`
+/// `robot0_eef_pos` [T, 2], a camera `agentview_image` u8 [T, 20, 20, 3] and a grey one
+/// `wrist_image` [T, 1, 20, 20], `actions`
 /// [T, 7], `rewards`, `dones` (demo 0 done at its last step, demo 1 cut), and a `mask`
 /// group of filter keys beside `data`; `next` says whether `next_obs` is written.
 fn robomimic_file(path: &Path, next: bool) {
@@ -654,6 +655,16 @@ fn robomimic_file(path: &Path, next: bool) {
                 &format!("{g}/{o}/agentview_image"),
                 &[t, 20, 20, 3],
                 &c,
+            );
+            // A grey wrist camera stored [1, H, W]: 200 + the step, everywhere.
+            let wrist: Vec<u8> = (shift..t + shift)
+                .flat_map(|s| std::iter::repeat_n(200 + s as u8, 400))
+                .collect();
+            put(
+                &mut f,
+                &format!("{g}/{o}/wrist_image"),
+                &[t, 1, 20, 20],
+                &wrist,
             );
         }
         put(
@@ -707,11 +718,30 @@ fn robomimic_demos_with_and_without_next_obs() {
     let imp = import(&p, Source::Robomimic, &pick(&["agentview_image"])).unwrap();
     assert_eq!(imp.data.obs_shape, vec![3, 20, 20]);
     assert!(imp.data.observations.as_u8().is_some());
-    // By default the vectors, the camera named in a note.
+    // Both cameras: one frame of their channels side by side, u8.
+    let imp = import(&p, Source::Auto, &pick(&["agentview_image", "wrist_image"])).unwrap();
+    let d = &imp.data;
+    assert_eq!(d.obs_shape, vec![4, 20, 20]);
+    let frames = d.observations.as_u8().unwrap();
+    // Transition 4 is demo 1's step 1: channel 1 of the first camera at row 0, column 7
+    // was stored at (0 * 20 + 7) * 3 + 1; channel 3 is the wrist's.
+    assert_eq!(frames[4 * 1600 + 400 + 7], ((50 + 10 + 22) % 256) as u8);
+    assert_eq!(frames[4 * 1600 + 3 * 400 + 7], 201);
+    assert_eq!(
+        d.next_observations.as_u8().unwrap()[4 * 1600 + 3 * 400],
+        202
+    );
+    let said = "side by side along the channels, [4, 20, 20]";
+    assert!(
+        imp.notes.iter().any(|n| n.contains(said)),
+        "{:?}",
+        imp.notes
+    );
+    // By default the vectors, the cameras named in a note.
     let imp = import(&p, Source::Auto, &ImportOptions::default()).unwrap();
     assert_eq!(imp.obs_keys, ["robot0_eef_pos"]);
     assert_eq!(imp.data.obs_shape, vec![2]);
-    let said = "left out of the observations: `agentview_image` ([20, 20, 3])";
+    let said = "left out of the observations: `agentview_image` ([20, 20, 3]), `wrist_image` ([1, 20, 20])";
     assert!(
         imp.notes.iter().any(|n| n.contains(said)),
         "{:?}",
