@@ -725,7 +725,7 @@ fn robomimic_demos_with_and_without_next_obs() {
     let frames = d.observations.as_u8().unwrap();
     // Transition 4 is demo 1's step 1: channel 1 of the first camera at row 0, column 7
     // was stored at (0 * 20 + 7) * 3 + 1; channel 3 is the wrist's.
-    assert_eq!(frames[4 * 1600 + 400 + 7], ((50 + 10 + 22) % 256) as u8);
+    assert_eq!(frames[4 * 1600 + 400 + 7], 50 + 10 + 22);
     assert_eq!(frames[4 * 1600 + 3 * 400 + 7], 201);
     assert_eq!(
         d.next_observations.as_u8().unwrap()[4 * 1600 + 3 * 400],
