@@ -557,10 +557,11 @@ fn frame_of(row: &[usize]) -> Option<[usize; 3]> {
     }
 }
 
-/// Cameras picked together (every array in `keys` holds frames, of one height and width):
+/// Cameras picked together (every array in `keys` of the group `grp`, at `key` in the file
+/// and named `name` in its episode, holds frames of one height and width):
 /// their frames side by side along the channels, `[C1 + C2 + ..., H, W]`, u8, as a stack
 /// of frames is read. `None` where their sizes differ.
-fn stacked_cameras(grp: &Group, key: &str, keys: &[String]) -> Result<Option<Obs>> {
+fn stacked_cameras(grp: &Group, key: &str, name: &str, keys: &[String]) -> Result<Option<Obs>> {
     let mut parts: Vec<(usize, Vec<u8>)> = vec![];
     let (mut size, mut n) = (None, None);
     let mut channels = 0;
@@ -605,7 +606,7 @@ fn stacked_cameras(grp: &Group, key: &str, keys: &[String]) -> Result<Option<Obs
         values: Observations::U8(values),
         keys: keys.to_vec(),
         note: Some(format!(
-            "`{key}`: the frames of {} side by side along the channels, [{channels}, {h}, {w}]",
+            "`{name}`: the frames of {} side by side along the channels, [{channels}, {h}, {w}]",
             keys.join(", ")
         )),
     }))
@@ -714,7 +715,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
         cameras &= frame_shape(&grp, k, &format!("{key}/{k}"))?.is_some();
     }
     if cameras {
-        if let Some(obs) = stacked_cameras(&grp, key, &keys)? {
+        if let Some(obs) = stacked_cameras(&grp, key, name, &keys)? {
             return Ok(obs);
         }
     }
