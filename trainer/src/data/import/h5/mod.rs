@@ -533,16 +533,18 @@ impl Obs {
     }
 }
 
-/// The shape of a row of the array `name` of `g` (`key` in the file) where it holds frames
-/// ([`frame_of`]). Only its header is read.
-fn frame_shape(g: &Group, name: &str, key: &str) -> Result<Option<Vec<usize>>> {
+/// Where the array `name` of `g` (`key` in the file) holds frames ([`frame_of`]): a row's
+/// shape as stored, and as read, `[C, H, W]`. Only its header is read.
+fn frame_shape(g: &Group, name: &str, key: &str) -> Result<Option<(Vec<usize>, [usize; 3])>> {
     let (parent, leaf) = parent(g, name, key)?.ok_or_else(|| anyhow!("missing key `{key}`"))?;
     let ds = parent
         .dataset(leaf)
         .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
-    let u8 = matches!(element(ds.dtype()), Some((DType::U8, _)));
+    if !matches!(element(ds.dtype()), Some((DType::U8, _))) {
+        return Ok(None);
+    }
     let row: Vec<usize> = ds.shape().iter().skip(1).map(|&d| d as usize).collect();
-    Ok((u8 && !row.is_empty() && frame_of(&row).is_some()).then_some(row))
+    Ok(frame_of(&row).map(|chw| (row, chw)))
 }
 
 /// A row of u8 values of shape `row`, as laq reads it where it is a frame: `[C, H, W]`
@@ -557,59 +559,64 @@ fn frame_of(row: &[usize]) -> Option<[usize; 3]> {
     }
 }
 
-/// Cameras picked together (every array in `keys` of the group `grp`, at `key` in the file
-/// and named `name` in its episode, holds frames of one height and width):
-/// their frames side by side along the channels, `[C1 + C2 + ..., H, W]`, u8, as a stack
-/// of frames is read. `None` where their sizes differ.
-fn stacked_cameras(grp: &Group, key: &str, name: &str, keys: &[String]) -> Result<Option<Obs>> {
-    let mut parts: Vec<(usize, Vec<u8>)> = vec![];
-    let (mut size, mut n) = (None, None);
-    let mut channels = 0;
-    for k in keys {
+/// Cameras picked together: the arrays `keys` of the group `grp` (at `key` in the file,
+/// named `name` in its episode), whose frames are `chw` as read, of one height and width.
+/// Their frames side by side along the channels, `[C1 + C2 + ..., H, W]`, u8, as a stack
+/// of frames is read.
+fn stacked_cameras(
+    grp: &Group,
+    (key, name): (&str, &str),
+    keys: &[String],
+    chw: &[[usize; 3]],
+) -> Result<Obs> {
+    let mut parts = vec![];
+    let mut n = None;
+    for (k, &[c, h, w]) in keys.iter().zip(chw) {
         let full = format!("{key}/{k}");
         let mut a = array(grp, k, &full)?;
-        let Some([c, h, w]) = frame_of(&a.shape[1..]) else {
-            return Ok(None);
-        };
-        match size {
-            None => size = Some((h, w)),
-            Some(hw) if hw != (h, w) => return Ok(None),
-            _ => {}
-        }
-        match n {
-            None => n = Some((rows(&a), full.clone())),
-            Some((m, ref first)) if m != rows(&a) => {
-                bail!("key `{full}`: {} rows, `{first}` has {m}", rows(&a))
-            }
-            _ => {}
-        }
+        same_rows(&mut n, &a, &full)?;
         if let Some(layout) = FrameLayout::of(&a.shape[1..], true) {
             layout.reorder_bytes(&mut a.bytes, 1);
         }
-        channels += c;
         parts.push((c * h * w, a.bytes));
     }
-    let ((h, w), rows) = match (size, n) {
-        (Some(hw), Some((m, _))) => (hw, m),
-        _ => return Ok(None),
-    };
-    let width = channels * h * w;
-    let mut values = Vec::with_capacity(rows * width);
-    for r in 0..rows {
-        for (w, v) in &parts {
-            values.extend_from_slice(&v[r * w..(r + 1) * w]);
-        }
-    }
-    Ok(Some(Obs {
+    let rows = n.map_or(0, |(m, _)| m);
+    let [_, h, w] = chw[0];
+    let channels: usize = chw.iter().map(|f| f[0]).sum();
+    Ok(Obs {
         rows,
         shape: vec![channels, h, w],
-        values: Observations::U8(values),
+        values: Observations::U8(side_by_side(&parts, rows)),
         keys: keys.to_vec(),
         note: Some(format!(
             "`{name}`: the frames of {} side by side along the channels, [{channels}, {h}, {w}]",
             keys.join(", ")
         )),
-    }))
+    })
+}
+
+/// Checks that the array `a` (at `key`) has as many rows as the first of its group, which
+/// `first` records.
+fn same_rows(first: &mut Option<(usize, String)>, a: &RawArray, key: &str) -> Result<()> {
+    match first {
+        None => *first = Some((rows(a), key.to_string())),
+        Some((m, at)) if *m != rows(a) => bail!("key `{key}`: {} rows, `{at}` has {m}", rows(a)),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The rows of `parts` (each `(values per row, values)`) side by side: row 0 of each, then
+/// row 1 of each, ...
+fn side_by_side<T: Copy>(parts: &[(usize, Vec<T>)], rows: usize) -> Vec<T> {
+    let width: usize = parts.iter().map(|p| p.0).sum();
+    let mut values = Vec::with_capacity(rows * width);
+    for r in 0..rows {
+        for (w, v) in parts {
+            values.extend_from_slice(&v[r * w..(r + 1) * w]);
+        }
+    }
+    values
 }
 
 /// Every array under `g`, as paths relative to it, sorted. `above` holds the addresses of
@@ -662,7 +669,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             let mut rest = vec![];
             for k in all {
                 match frame_shape(&grp, &k, &format!("{key}/{k}"))? {
-                    Some(shape) => frames.push((k, shape)),
+                    Some((shape, _)) => frames.push((k, shape)),
                     None => rest.push(k),
                 }
             }
@@ -710,17 +717,20 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
         let obs = Obs::of_array(array(&grp, only, &full)?, &full, keys)?;
         return Ok(Obs { note, ..obs });
     }
-    let mut cameras = true;
+    let mut shapes = vec![];
     for k in &keys {
-        cameras &= frame_shape(&grp, k, &format!("{key}/{k}"))?.is_some();
+        shapes.push(frame_shape(&grp, k, &format!("{key}/{k}"))?);
     }
-    if cameras {
-        if let Some(obs) = stacked_cameras(&grp, key, name, &keys)? {
-            return Ok(obs);
-        }
+    let chw: Option<Vec<[usize; 3]>> = shapes.iter().map(|f| f.as_ref().map(|f| f.1)).collect();
+    if let Some(chw) = chw.filter(|c| c.iter().all(|f| f[1..] == c[0][1..])) {
+        return stacked_cameras(&grp, (key, name), &keys, &chw);
     }
-    let mut parts: Vec<(usize, Vec<f32>)> = vec![];
-    let mut frames = vec![];
+    let frames: Vec<String> = keys
+        .iter()
+        .zip(&shapes)
+        .filter_map(|(k, f)| Some(format!("`{k}` ({:?})", f.as_ref()?.0)))
+        .collect();
+    let mut parts = vec![];
     let mut n = None;
     for k in &keys {
         let full = format!("{key}/{k}");
@@ -728,16 +738,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
         if a.shape.is_empty() {
             bail!("key `{full}`: a scalar, expected shape [N, ...]");
         }
-        match n {
-            None => n = Some((rows(&a), full.clone())),
-            Some((m, ref first)) if m != rows(&a) => {
-                bail!("key `{full}`: {} rows, `{first}` has {m}", rows(&a))
-            }
-            _ => {}
-        }
-        if a.dtype == DType::U8 && a.shape.len() >= 2 && frame_of(&a.shape[1..]).is_some() {
-            frames.push(format!("`{k}` ({:?})", &a.shape[1..]));
-        }
+        same_rows(&mut n, &a, &full)?;
         let w = a.shape[1..].iter().product::<usize>();
         parts.push((w, finite_f32(&a, &full)?));
     }
@@ -746,12 +747,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
     if width == 0 {
         bail!("key `{key}`: its arrays hold no value per row");
     }
-    let mut values = Vec::with_capacity(rows * width);
-    for r in 0..rows {
-        for (w, v) in &parts {
-            values.extend_from_slice(&v[r * w..(r + 1) * w]);
-        }
-    }
+    let values = side_by_side(&parts, rows);
     // Frames flattened among other arrays (cameras only, or picked so) train as a vector:
     // a fully connected network on every pixel, in f32.
     if !frames.is_empty() && note.is_none() {
@@ -1054,9 +1050,11 @@ fn robomimic(f: &Group, opts: &ImportOptions) -> Result<Imported> {
         let t = rows(&rew);
         let why = format!("the steps of `{}`", key(rk));
         let rew = rewards(&rew, &key(rk), t, &why)?;
-        let done = match kind(&g, "dones", &key("dones"))? {
-            Some(_) => flags(&array(&g, "dones", &key("dones"))?, &key("dones"), t, &why)?,
-            None => vec![false; t],
+        let has_dones = kind(&g, "dones", &key("dones"))?.is_some();
+        let done = if has_dones {
+            flags(&array(&g, "dones", &key("dones"))?, &key("dones"), t, &why)?
+        } else {
+            vec![false; t]
         };
         let obs = observations(&g, &key("obs"), "obs", pick)?;
         if obs.rows != t {
@@ -1079,7 +1077,7 @@ fn robomimic(f: &Group, opts: &ImportOptions) -> Result<Imported> {
                             .into(),
                     );
                 }
-                if kind(&g, "dones", &key("dones"))?.is_none() {
+                if !has_dones {
                     notes.push("no `dones`: assumed that no demo ends in a terminal state".into());
                 }
             }
