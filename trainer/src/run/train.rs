@@ -717,6 +717,11 @@ fn train_members(
             scope.spawn(rest);
         }
         let first = qlearn::dqn_group(inputs, &cfg.dqn, &seeds(&groups[0]), device, ckpt);
+        if first.is_ok() && groups.len() > 1 {
+            for j in &groups[0] {
+                log::info!("Q-function {} of {members} trained", j + 1);
+            }
+        }
         rest();
         first
     });

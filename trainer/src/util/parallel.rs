@@ -3,6 +3,7 @@
 //! environment variable `LAQ_JOBS` sets the number), results in input order, so that a
 //! study's figures do not depend on how many ran at once.
 
+use crate::util::progress;
 use anyhow::Result;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -58,16 +59,24 @@ where
     let next = AtomicUsize::new(0);
     let slots: Vec<Mutex<Option<Result<R>>>> = items.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|s| {
-        for _ in 0..jobs.min(items.len()) {
-            s.spawn(|| {
+        for worker in 0..jobs.min(items.len()) {
+            let (next, slots, f) = (&next, &slots, &f);
+            s.spawn(move || {
                 WORKER.with(|w| w.set(true));
-                loop {
+                let work = || loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else { break };
                     let r = f(item);
                     if let Ok(mut slot) = slots[i].lock() {
                         *slot = Some(r);
                     }
+                };
+                // One worker shows its runs' progress: bars side by side on one terminal
+                // line would overwrite each other, and log lines of several would not
+                // say whose they are.
+                match worker {
+                    0 => work(),
+                    _ => progress::hidden(work),
                 }
             });
         }

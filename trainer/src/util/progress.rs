@@ -1,12 +1,12 @@
 //! What a run tells its user while it works: levelled log lines on stderr (`-q` keeps
-//! warnings and errors, `-v` adds debug detail, `-vv` trace) and progress bars for long
-//! stages, drawn on a terminal only, so logs and CI output stay clean.
+//! warnings and errors, `-v` adds debug detail, `-vv` trace) and the progress of long
+//! stages: a bar on a terminal, a line a minute in a log.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
+use std::io::{self, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
-use std::time::Instant;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 static START: OnceLock<Instant> = OnceLock::new();
@@ -68,22 +68,141 @@ pub fn hidden<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// A progress bar of `len` steps for the stage `what`: hidden unless stderr is a
-/// terminal, and hidden with `-q`, `LAQ_QUIET` or inside [`hidden`].
+/// How often a stage's progress is logged where no bar is drawn.
+pub const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// A progress bar of `len` steps for the stage `what`: drawn on a terminal; elsewhere (a
+/// file, CI, a notebook) a log line every [`LOG_EVERY`] while the stage lasts, so that a
+/// long stage is not silent; hidden with `-q`, `LAQ_QUIET` or inside [`hidden`].
 pub fn bar(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
-    if std::io::stderr().is_terminal()
-        && std::env::var_os("LAQ_QUIET").is_none()
+    let shown = std::env::var_os("LAQ_QUIET").is_none()
         && !QUIET.load(Ordering::Relaxed)
-        && !HIDDEN.with(|h| h.get())
-    {
+        && !HIDDEN.with(|h| h.get());
+    let template = if !shown {
+        None
+    } else if std::io::stderr().is_terminal() {
         bar.set_draw_target(ProgressDrawTarget::stderr());
-    }
-    if let Ok(style) =
-        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {pos}/{len} {msg} ({eta})")
-    {
+        Some("{prefix:>24} [{bar:30}] {pos}/{len} {msg} ({eta})")
+    } else {
+        let lines = LogLines::new(LOG_EVERY, |line| log::info!("{line}"));
+        bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(lines), 1));
+        Some("{prefix}: step {pos} of {len} ({percent}%), {msg}, about {eta} left")
+    };
+    if let Some(style) = template.and_then(|t| ProgressStyle::with_template(t).ok()) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(what.to_string());
     bar
+}
+
+/// A draw target that passes a bar's line on at most once per period, from the period's
+/// end: the progress of a stage as log lines, where a bar redrawn in place would fill a
+/// file with its every state.
+#[derive(Debug)]
+struct LogLines {
+    every: Duration,
+    /// When the last line was passed on (at first, when the bar was made).
+    last: Mutex<Instant>,
+    emit: fn(&str),
+}
+
+impl LogLines {
+    fn new(every: Duration, emit: fn(&str)) -> Self {
+        LogLines {
+            every,
+            last: Mutex::new(Instant::now()),
+            emit,
+        }
+    }
+
+    fn line(&self, s: &str) {
+        let line = s.trim().replace(", ,", ",");
+        let Ok(mut last) = self.last.lock() else {
+            return;
+        };
+        if line.is_empty() || last.elapsed() < self.every {
+            return;
+        }
+        *last = Instant::now();
+        (self.emit)(line.trim_end_matches(','));
+    }
+}
+
+impl TermLike for LogLines {
+    fn width(&self) -> u16 {
+        200
+    }
+
+    fn move_cursor_up(&self, _: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn move_cursor_down(&self, _: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn move_cursor_right(&self, _: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn move_cursor_left(&self, _: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn write_line(&self, s: &str) -> io::Result<()> {
+        self.line(s);
+        Ok(())
+    }
+
+    fn write_str(&self, s: &str) -> io::Result<()> {
+        self.line(s);
+        Ok(())
+    }
+
+    fn clear_line(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static LINES: Mutex<Vec<String>> = Mutex::new(vec![]);
+
+    fn keep(line: &str) {
+        LINES.lock().unwrap().push(line.to_string());
+    }
+
+    /// A stage's progress reaches a log as whole lines, none before its period is out.
+    #[test]
+    fn progress_is_logged_once_per_period() {
+        let bar = ProgressBar::with_draw_target(
+            Some(100),
+            ProgressDrawTarget::term_like(Box::new(LogLines::new(Duration::ZERO, keep))),
+        );
+        bar.set_style(
+            ProgressStyle::with_template("{prefix}: step {pos} of {len}, {msg}").unwrap(),
+        );
+        bar.set_prefix("Q-learning");
+        bar.set_position(40);
+        bar.set_message("TD loss 1e-3");
+        bar.set_position(50);
+        let lines = LINES.lock().unwrap().clone();
+        assert!(
+            lines.contains(&"Q-learning: step 40 of 100".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"Q-learning: step 50 of 100, TD loss 1e-3".to_string()),
+            "{lines:?}"
+        );
+        let slow = LogLines::new(Duration::from_secs(3600), |_| panic!("logged early"));
+        slow.line("Q-learning: step 1 of 100");
+    }
 }
