@@ -80,16 +80,62 @@ def _is_episodes(data: Any) -> bool:
     return callable(getattr(data, "iterate_episodes", None))
 
 
+# Sides below which a u8 ``[H, W]`` is a matrix of values rather than a grey frame (and a
+# ``[T, C, H, W]`` a tensor rather than a stack), and rows above which ``[H, W, C]`` with C
+# in 1, 3, 4 is a channels-last frame: the rule ``laq`` reads frames by.
+_MIN_FRAME_SIDE = 16
+_MIN_CHANNELS_LAST_HEIGHT = 17
+
+
+def _channels_last(shape: Sequence[int]) -> bool:
+    return (
+        len(shape) == 3
+        and shape[0] >= _MIN_CHANNELS_LAST_HEIGHT
+        and shape[2] in (1, 3, 4)
+        and shape[1] > shape[2]
+    )
+
+
+def _frames_chw(a: Any) -> Optional[np.ndarray]:
+    """A camera's frames ``[T, ...]`` as ``laq`` reads them, ``[T, C, H, W]`` u8 (stacks
+    and channels-last frames reordered); ``None`` where the array is not frames."""
+    if isinstance(a, Mapping):
+        return None
+    a = np.asarray(a)
+    if a.dtype != np.uint8 or a.ndim < 3:
+        return None
+    t, row = a.shape[0], a.shape[1:]
+
+    def side(h: int, w: int) -> bool:
+        return h >= _MIN_FRAME_SIDE and w >= _MIN_FRAME_SIDE
+
+    if len(row) == 2 and side(*row):
+        return a.reshape(t, 1, *row)
+    if _channels_last(row):
+        return a.transpose(0, 3, 1, 2)
+    if len(row) == 4 and _channels_last(row[1:]):
+        s, h, w, c = row
+        return a.transpose(0, 1, 4, 2, 3).reshape(t, s * c, h, w)
+    if len(row) == 4 and side(*row[2:]):
+        s, c, h, w = row
+        return a.reshape(t, s * c, h, w)
+    if len(row) == 3:
+        return a
+    return None
+
+
 def _is_frames(a: Any) -> bool:
-    """u8 with two or more dimensions per step: a camera's frames."""
-    return not isinstance(a, Mapping) and np.asarray(a).dtype == np.uint8 and np.ndim(a) >= 3
+    """Whether ``laq`` reads the array as a camera's frames."""
+    return _frames_chw(a) is not None
 
 
 def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]], warn: bool = False) -> np.ndarray:
     """One episode's observations as ``[T+1, ...]``; a dict observation (a Minari
     ``Dict`` space) becomes its keys flattened and joined, in ``obs_keys`` order or
     sorted, as ``laq`` reads a dict group of an HDF5 file: frames beside vectors are left
-    out unless named, and one key keeps its own shape (a camera's frames stay frames)."""
+    out unless named, one key keeps its own shape (a camera's frames stay frames), and
+    cameras of one height and width taken together become one frame of their channels
+    side by side."""
     if isinstance(obs, Mapping):
         keys = list(obs_keys) if obs_keys is not None else sorted(obs)
         missing = [k for k in keys if k not in obs]
@@ -97,6 +143,8 @@ def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]], warn: bool = False) -
             raise ValueError(
                 f"observation keys {missing} not in the episode (keys: {sorted(obs)})"
             )
+        if len(set(keys)) < len(keys):
+            raise ValueError(f"obs_keys names a key twice: {keys}")
         if obs_keys is None:
             frames = [k for k in keys if _is_frames(obs[k])]
             if frames and len(frames) < len(keys):
@@ -110,7 +158,26 @@ def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]], warn: bool = False) -
                     )
         if len(keys) == 1:
             return _flat_obs(obs[keys[0]], None)
+        cameras = [_frames_chw(obs[k]) for k in keys]
+        if all(c is not None for c in cameras) and len({c.shape[2:] for c in cameras}) == 1:
+            if len({len(c) for c in cameras}) > 1:
+                raise ValueError(
+                    f"cameras {keys} hold {[len(c) for c in cameras]} frames; one per step each"
+                )
+            return np.concatenate(cameras, axis=1)
         parts = [_flat_obs(obs[k], None) for k in keys]
+        if len({len(p) for p in parts}) > 1:
+            raise ValueError(
+                f"observation keys {keys} hold {[len(p) for p in parts]} rows; one per step each"
+            )
+        if warn and any(c is not None for c in cameras):
+            import warnings
+
+            warnings.warn(
+                f"frames flattened with the other observation keys into one vector: "
+                f"{[k for k, c in zip(keys, cameras) if c is not None]}; obs_keys naming one "
+                "camera alone trains on its frames as images"
+            )
         return np.concatenate([p.reshape(len(p), -1) for p in parts], axis=1)
     return np.asarray(obs)
 
@@ -127,7 +194,9 @@ def from_episodes(
     terminations become ``terminals`` and truncations ``timeouts``. Dict observations
     are flattened key by key (``obs_keys``, or every key sorted), as ``laq`` reads a
     Minari directory: frames beside vectors are left out unless named (with a warning),
-    and one key keeps its shape, so ``obs_keys=["pixels"]`` gives a camera's frames.
+    one key keeps its shape, so ``obs_keys=["pixels"]`` gives a camera's frames, and
+    cameras of one height and width named together become one frame of their channels
+    side by side, ``[T + 1, C1 + C2, H, W]`` u8.
     """
     obs, nxt, rew, term, trunc = [], [], [], [], []
     for i, ep in enumerate(dataset.iterate_episodes()):

@@ -320,8 +320,35 @@ def test_a_camera_of_a_dict_observation_stays_frames_when_named():
     assert d["observations"].dtype == np.uint8
     assert d["observations"].shape == (2, 20, 20, 3)
     assert np.array_equal(d["next_observations"][1], frames[2])
-    d = laq.from_episodes(FakeMinari([ep]), obs_keys=["state", "pixels"])
+    with pytest.warns(UserWarning, match="flattened"):
+        d = laq.from_episodes(FakeMinari([ep]), obs_keys=["state", "pixels"])
     assert d["observations"].shape == (2, 1 + 1200)
+
+
+def test_cameras_named_together_stack_as_laq_reads_them():
+    rng = np.random.default_rng(0)
+    # An agent-view camera stored channels-last and a grey wrist camera channels-first,
+    # of one height and width: one frame of 3 + 1 channels, as `laq --obs-keys` reads them.
+    view = rng.integers(0, 256, (4, 24, 24, 3), dtype=np.uint8)
+    wrist = rng.integers(0, 256, (4, 1, 24, 24), dtype=np.uint8)
+    small = rng.integers(0, 256, (4, 3, 3), dtype=np.uint8)
+    ep = SimpleNamespace(
+        observations={"view": view, "wrist": wrist, "grid": small},
+        rewards=np.array([0.0, 0.0, 1.0]),
+        terminations=np.array([False, False, True]),
+        truncations=np.array([False, False, False]),
+    )
+    d = laq.from_episodes(FakeMinari([ep]), obs_keys=["view", "wrist"])
+    both = np.concatenate([view.transpose(0, 3, 1, 2), wrist], axis=1)
+    assert d["observations"].dtype == np.uint8
+    assert np.array_equal(d["observations"], both[:3])
+    assert np.array_equal(d["next_observations"], both[1:])
+    # A small u8 matrix is values, not a grey frame: it stays beside the cameras by default.
+    with pytest.warns(UserWarning, match="frames left out"):
+        d = laq.from_episodes(FakeMinari([ep]))
+    assert np.array_equal(d["observations"], small[:3])
+    with pytest.raises(ValueError, match="twice"):
+        laq.from_episodes(FakeMinari([ep]), obs_keys=["view", "view"])
 
 
 def test_training_releases_the_gil(tmp_path, data):
