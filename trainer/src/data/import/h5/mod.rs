@@ -758,6 +758,24 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             frames.join(", ")
         ));
     }
+    // Which values of the vector are which key's, in the numbering `laq inspect` shows.
+    let mut at = 0;
+    let dims: Vec<String> = keys
+        .iter()
+        .zip(&parts)
+        .map(|(k, (w, _))| {
+            at += w;
+            match w {
+                1 => format!("`{k}` {}", at - 1),
+                _ => format!("`{k}` {}-{}", at - w, at - 1),
+            }
+        })
+        .collect();
+    let dims = format!("`{name}`: dims {}", dims.join(", "));
+    note = Some(match note {
+        Some(n) => format!("{n}; {dims}"),
+        None => dims,
+    });
     Ok(Obs {
         rows,
         shape: vec![width],

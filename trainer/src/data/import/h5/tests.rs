@@ -255,6 +255,14 @@ fn minari_episodes_and_dict_observations() {
     assert_eq!(d.terminals, vec![false, false, true, false, false]);
     assert_eq!(d.timeouts, Some(vec![false, false, false, false, true]));
     assert_eq!(d.actions, Some(Actions::Discrete(vec![0, 1, 2, 0, 1])));
+    // Which values are which key's, as `laq inspect` numbers them.
+    assert!(
+        imp.notes
+            .iter()
+            .any(|n| n.contains("dims `achieved_goal` 0, `goal/desired` 1-2, `observation` 3-4")),
+        "{:?}",
+        imp.notes
+    );
 
     // The user's keys, in the user's order; the file itself works too.
     let opts = ImportOptions {
