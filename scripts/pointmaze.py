@@ -22,6 +22,16 @@ writes V* so).
 `--heavy` doubles the joints' damping and halves the actuators' gear. docs/trust.md has
 the figures this data gave.
 
+`minari` records goal-reaching episodes with Minari's own `DataCollector`, as Minari's
+D4RL PointMaze datasets are laid out: the goal is in the observation (`desired_goal`), a
+new random one each episode, and the step that reaches it ends the episode as a
+truncation. The truth is minus the geodesic distance to each row's own goal.
+
+    python3 -m pip install "minari[create]"
+    MINARI_DATASETS_PATH=datasets python3 scripts/pointmaze.py minari \
+        --id pointmaze/large/goals-v0 [--env PointMaze_Large-v3 --steps 200000 --seed 0]
+    laq train --data datasets/pointmaze/large/goals-v0 --out run
+
 `frames` draws such a dataset as a camera above the maze would see the ball: two frames
 stacked along channels, the ball now and one step before (its motion), `[N, 2, S, S]`
 u8, the rows, rewards and truth unchanged. Long-horizon image data of another physics:
@@ -45,31 +55,16 @@ def generate(a):
     env = gym.make(a.env, continuing_task=True, max_episode_steps=10**9).unwrapped
     maze = env.maze
     grid = np.array(maze.maze_map)
-    rows, cols = grid.shape
     if a.heavy:
         model = env.point_env.model
         model.dof_damping[:] *= 2
         model.actuator_gear[:] *= 0.5
-    cells = [(i, j) for i in range(rows) for j in range(cols) if grid[i, j] == 0]
+    cells, routes = cell_routes(grid)
     gi, gj = map(int, a.goal.split(","))
     if grid[gi, gj] != 0:
         raise SystemExit(f"--goal {a.goal} is a wall of {a.env}")
     target = maze.cell_rowcol_to_xy(np.array([gi, gj]))
 
-    def towards(goal):
-        """For each cell, the next cell on a shortest cell path to `goal`."""
-        step = {goal: goal}
-        queue = deque([goal])
-        while queue:
-            c = queue.popleft()
-            for d in ((1, 0), (-1, 0), (0, 1), (0, -1)):
-                n = (c[0] + d[0], c[1] + d[1])
-                if 0 <= n[0] < rows and 0 <= n[1] < cols and grid[n] == 0 and n not in step:
-                    step[n] = c
-                    queue.append(n)
-        return step
-
-    routes = {c: towards(c) for c in cells}
     obs, nxt, rew, term, tout = [], [], [], [], []
     while len(rew) < a.steps:
         start = cells[rng.integers(len(cells))]
@@ -108,6 +103,80 @@ def generate(a):
     )
     np.save(a.out.removesuffix(".npz") + "_truth.npy", -geodesic(grid, (gi, gj), obs, maze))
     print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, {int(sum(term))} terminal")
+
+
+def cell_routes(grid):
+    """For each open cell, and each goal cell, the next cell on a shortest cell path."""
+    rows, cols = grid.shape
+    cells = [(i, j) for i in range(rows) for j in range(cols) if grid[i, j] == 0]
+
+    def towards(goal):
+        step = {goal: goal}
+        queue = deque([goal])
+        while queue:
+            c = queue.popleft()
+            for d in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                n = (c[0] + d[0], c[1] + d[1])
+                if 0 <= n[0] < rows and 0 <= n[1] < cols and grid[n] == 0 and n not in step:
+                    step[n] = c
+                    queue.append(n)
+        return step
+
+    return cells, {c: towards(c) for c in cells}
+
+
+def minari_goals(a):
+    """Goal-reaching episodes recorded by Minari's own `DataCollector`, as Minari's D4RL
+    PointMaze datasets are: the goal is part of the observation (a dict of `observation`,
+    `achieved_goal`, `desired_goal`), a random cell's centre jittered; the waypoint
+    controller heads for it; the step that reaches it is rewarded and ends the episode as
+    a truncation; the next episode starts from a reset (a new start and goal). The truth of
+    each transition is minus the geodesic distance of its position to its own goal."""
+    import gymnasium as gym
+    import gymnasium_robotics
+    import minari
+    from minari import DataCollector, StepDataCallback
+
+    class EndAtGoal(StepDataCallback):
+        def __call__(self, env, obs, info, action=None, rew=None, terminated=None, truncated=None):
+            step = super().__call__(env, obs, info, action, rew, terminated, truncated)
+            if step["info"].get("success", False):
+                step["truncation"] = True
+            return step
+
+    gym.register_envs(gymnasium_robotics)
+    env = gym.make(a.env, continuing_task=True, reset_target=True, max_episode_steps=10**9)
+    maze = env.unwrapped.maze
+    grid = np.array(maze.maze_map)
+    _, routes = cell_routes(grid)
+    env = DataCollector(env, step_data_callback=EndAtGoal, record_infos=False)
+    rng = np.random.default_rng(a.seed)
+    obs, _ = env.reset(seed=a.seed)
+    for _ in range(a.steps):
+        s, goal = obs["observation"], obs["desired_goal"]
+        here = tuple(int(v) for v in maze.cell_xy_to_rowcol(s[:2]))
+        cell = tuple(int(v) for v in maze.cell_xy_to_rowcol(goal))
+        step = routes[cell].get(here, cell)
+        way = goal if step == cell else maze.cell_rowcol_to_xy(np.array(step))
+        act = np.clip(10 * (way - s[:2]) - s[2:], -1, 1) + rng.normal(0, a.noise, 2)
+        obs, _, term, trunc, info = env.step(np.clip(act, -1, 1))
+        if term or trunc or info.get("success", False):
+            obs, _ = env.reset(seed=int(rng.integers(1 << 30)))
+    ds = env.create_dataset(dataset_id=a.id, algorithm_name="noisy waypoint controller")
+    pos, goal = [], []
+    for ep in ds.iterate_episodes():
+        pos.append(ep.observations["observation"][:-1, :2])
+        goal.append(ep.observations["desired_goal"][:-1])
+    pos, goal = np.concatenate(pos), np.concatenate(goal)
+    cells = np.array([maze.cell_xy_to_rowcol(g) for g in goal])
+    truth = np.empty(len(pos))
+    for c in {tuple(int(v) for v in x) for x in cells}:
+        rows = (cells[:, 0] == c[0]) & (cells[:, 1] == c[1])
+        truth[rows] = -geodesic(grid, c, pos[rows], maze)
+    out = a.truth or a.id.replace("/", "_") + "_truth.npy"
+    np.save(out, truth)
+    where = minari.storage.get_dataset_path(a.id)
+    print(f"{where}: {ds.total_steps} transitions in {ds.total_episodes} episodes; truth {out}")
 
 
 def geodesic(grid, goal, obs, maze, res=20):
@@ -206,12 +275,19 @@ def main():
     s = sub.add_parser("score", help="Spearman of `laq predict`'s values against the truth")
     s.add_argument("truth")
     s.add_argument("values")
+    m = sub.add_parser("minari", help="goal-reaching episodes written by Minari, goals in the state")
+    m.add_argument("--env", default="PointMaze_Large-v3")
+    m.add_argument("--steps", type=int, default=200000)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--noise", type=float, default=0.1, help="std of the action noise")
+    m.add_argument("--id", default="pointmaze/large/goals-v0", help="the Minari dataset id")
+    m.add_argument("--truth", help="where the truth goes (default: the id, / as _, _truth.npy)")
     f = sub.add_parser("frames", help="draw a dataset's positions as stacked frames")
     f.add_argument("data")
     f.add_argument("--size", type=int, default=32, help="frame width and height in pixels")
     f.add_argument("--out", required=True)
     a = p.parse_args()
-    {"gen": generate, "score": score, "frames": frames}[a.cmd](a)
+    {"gen": generate, "score": score, "frames": frames, "minari": minari_goals}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ const WORK: usize = 4_000_000_000;
 /// ways exist where they recur exactly, and for frames where near ([`fewest_steps`]).
 pub const MAX_STATE_LEN: usize = 64;
 
+/// The step of a dimension that no transition changes, as a share of its spread: states
+/// that differ in it by a millionth of its spread lie farther apart than a jump reaches.
+pub const CONTEXT_STEP: f32 = 1e-6;
+
 /// Whether `data`'s states are frames or longer than [`MAX_STATE_LEN`], which never jump
 /// to near ones by themselves: their ways exist where they recur (frames: see also
 /// [`fewest_steps`] with `near_frames`).
@@ -403,8 +407,9 @@ fn jumps(
 }
 
 /// Each dimension's root mean square change over the data's transitions (those with a
-/// next state; `obs` are its observations); a dimension that never changes keeps its
-/// `spread`.
+/// next state; `obs` are its observations); a dimension that no transition changes has a
+/// step of [`CONTEXT_STEP`] times its `spread`: a context, such as the goal of a Minari
+/// PointMaze episode, which jumps do not cross.
 fn step_scale(data: &Dataset, obs: &[f32], spread: &[f32]) -> Vec<f32> {
     let d = spread.len();
     let next = data.next_observations.to_f32();
@@ -423,7 +428,10 @@ fn step_scale(data: &Dataset, obs: &[f32], spread: &[f32]) -> Vec<f32> {
         .zip(spread)
         .map(|(s, &spread)| match (s / n.max(1) as f64).sqrt() as f32 {
             r if r > 1e-6 => r,
-            _ => spread,
+            // No transition changes it (a goal, a task, a setting of the episode): no
+            // way the data shows joins states that differ in it, however near they lie
+            // in the other dimensions, so any difference is more steps than a jump takes.
+            _ => spread * CONTEXT_STEP,
         })
         .collect()
 }
@@ -508,6 +516,42 @@ mod tests {
         let up = steps[right_bottom] - steps[right_top];
         assert!(up > 25.0, "{up}");
         assert!(steps.iter().all(|s| s.is_finite()));
+    }
+
+    /// Episodes whose goal is part of the state (a dimension no transition changes), as in
+    /// Minari's PointMaze data: the even episodes walk down a corridor to a reward at its
+    /// bottom, the odd ones up to a reward at its top, each episode's goal a little apart
+    /// from the next. A state's way is its own goal's, not the reward of a neighbouring
+    /// goal a step away.
+    #[test]
+    fn jumps_do_not_cross_a_goal() {
+        let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+        for k in 0..20 {
+            let g = 0.01 * k as f32;
+            let at = |s: usize| match k % 2 {
+                0 => 10.0 - 0.1 * s as f32,
+                _ => 0.1 * s as f32,
+            };
+            for s in 0..100 {
+                obs.push([at(s), g]);
+                next.push([at(s + 1), g]);
+                rew.push(if s == 99 { 1.0 } else { 0.0 });
+            }
+        }
+        let data = dataset(obs, next, rew);
+        let steps = fewest_steps(&data, Some(PACE), false).unwrap().state;
+        // The first state of an even episode (at the top) is its whole walk from its
+        // reward; the top of the corridor is one step from the odd episodes' reward.
+        for k in [0, 2, 10, 18] {
+            assert!(steps[100 * k] > 95.0, "episode {k}: {}", steps[100 * k]);
+        }
+        for k in [1, 3, 19] {
+            assert!(
+                steps[100 * k + 99] < 1.5,
+                "episode {k}: {}",
+                steps[100 * k + 99]
+            );
+        }
     }
 
     #[test]
