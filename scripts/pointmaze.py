@@ -25,7 +25,7 @@ the figures this data gave.
 `minari` records goal-reaching episodes with Minari's own `DataCollector`, as Minari's
 D4RL PointMaze datasets are laid out: the goal is in the observation (`desired_goal`), a
 new random one each episode, and the step that reaches it ends the episode as a
-truncation. The truth is minus the geodesic distance to each row's own goal.
+truncation (the next goes on from there, `--reset`: from a random start). The truth is minus the geodesic distance to each row's own goal.
 
     python3 -m pip install "minari[create]"
     MINARI_DATASETS_PATH=datasets python3 scripts/pointmaze.py minari \
@@ -130,8 +130,9 @@ def minari_goals(a):
     PointMaze datasets are: the goal is part of the observation (a dict of `observation`,
     `achieved_goal`, `desired_goal`), a random cell's centre jittered; the waypoint
     controller heads for it; the step that reaches it is rewarded and ends the episode as
-    a truncation; the next episode starts from a reset (a new start and goal). The truth of
-    each transition is minus the geodesic distance of its position to its own goal."""
+    a truncation; the next episode goes on from there to a new goal (its first observation
+    still shows the old one, as the environment returns it), or with `--reset` starts from
+    a reset (a random start and goal). The truth of each transition is minus the geodesic distance of its position to its own goal."""
     import gymnasium as gym
     import gymnasium_robotics
     import minari
@@ -141,7 +142,7 @@ def minari_goals(a):
         def __call__(self, env, obs, info, action=None, rew=None, terminated=None, truncated=None):
             step = super().__call__(env, obs, info, action, rew, terminated, truncated)
             if step["info"].get("success", False):
-                step["truncation"] = True
+                step["truncated"] = True
             return step
 
     gym.register_envs(gymnasium_robotics)
@@ -159,14 +160,16 @@ def minari_goals(a):
         step = routes[cell].get(here, cell)
         way = goal if step == cell else maze.cell_rowcol_to_xy(np.array(step))
         act = np.clip(10 * (way - s[:2]) - s[2:], -1, 1) + rng.normal(0, a.noise, 2)
-        obs, _, term, trunc, info = env.step(np.clip(act, -1, 1))
-        if term or trunc or info.get("success", False):
+        obs, _, _, _, info = env.step(np.clip(act, -1, 1))
+        if a.reset and info["success"]:
             obs, _ = env.reset(seed=int(rng.integers(1 << 30)))
     ds = env.create_dataset(dataset_id=a.id, algorithm_name="noisy waypoint controller")
+    # Each row's goal is its episode's, the one its last observation shows (the first
+    # observation of an episode that goes on from the last one still shows that one's).
     pos, goal = [], []
     for ep in ds.iterate_episodes():
         pos.append(ep.observations["observation"][:-1, :2])
-        goal.append(ep.observations["desired_goal"][:-1])
+        goal.append(np.repeat(ep.observations["desired_goal"][-1:], len(pos[-1]), axis=0))
     pos, goal = np.concatenate(pos), np.concatenate(goal)
     cells = np.array([maze.cell_xy_to_rowcol(g) for g in goal])
     truth = np.empty(len(pos))
@@ -281,6 +284,11 @@ def main():
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--noise", type=float, default=0.1, help="std of the action noise")
     m.add_argument("--id", default="pointmaze/large/goals-v0", help="the Minari dataset id")
+    m.add_argument(
+        "--reset",
+        action="store_true",
+        help="start each episode from a reset (a random start), not where the last one ended",
+    )
     m.add_argument("--truth", help="where the truth goes (default: the id, / as _, _truth.npy)")
     f = sub.add_parser("frames", help="draw a dataset's positions as stacked frames")
     f.add_argument("data")

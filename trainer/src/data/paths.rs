@@ -51,8 +51,9 @@ const WORK: usize = 4_000_000_000;
 /// ways exist where they recur exactly, and for frames where near ([`fewest_steps`]).
 pub const MAX_STATE_LEN: usize = 64;
 
-/// The step of a dimension that no transition changes, as a share of its spread: states
-/// that differ in it by a millionth of its spread lie farther apart than a jump reaches.
+/// The step of a dimension that no transition changes within an episode, as a share of
+/// its spread: states that differ in it by a millionth of its spread lie farther apart than
+/// a jump reaches.
 pub const CONTEXT_STEP: f32 = 1e-6;
 
 /// Whether `data`'s states are frames or longer than [`MAX_STATE_LEN`], which never jump
@@ -407,32 +408,46 @@ fn jumps(
 }
 
 /// Each dimension's root mean square change over the data's transitions (those with a
-/// next state; `obs` are its observations); a dimension that no transition changes has a
-/// step of [`CONTEXT_STEP`] times its `spread`: a context, such as the goal of a Minari
-/// PointMaze episode, which jumps do not cross.
+/// next state; `obs` are its observations); a dimension that no transition changes within
+/// an episode (only where one begins, if at all) has a step of [`CONTEXT_STEP`] times its
+/// `spread`: a context, such as the goal of a Minari PointMaze episode, which jumps do not
+/// cross.
 fn step_scale(data: &Dataset, obs: &[f32], spread: &[f32]) -> Vec<f32> {
     let d = spread.len();
     let next = data.next_observations.to_f32();
     let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
+    let ended = |i: usize| data.terminals[i] || data.timeouts.as_ref().is_some_and(|t| t[i]);
     let mut sum = vec![0f64; d];
+    let mut within = vec![false; d];
     let mut n = 0usize;
     for (i, (a, b)) in obs.chunks(d).zip(next.chunks(d)).enumerate() {
-        if !missing(i) {
-            n += 1;
-            for ((s, x), y) in sum.iter_mut().zip(a).zip(b) {
-                *s += ((y - x) as f64).powi(2);
-            }
+        if missing(i) {
+            continue;
+        }
+        n += 1;
+        // An episode begins where the last one ended, or where a row does not go on
+        // from the row before (as Minari's PointMaze episodes go on, their first
+        // transition may still change the goal: the step that reached the last one
+        // recorded it).
+        let begins = i == 0 || ended(i - 1) || missing(i - 1) || next[(i - 1) * d..i * d] != *a;
+        for (j, (x, y)) in a.iter().zip(b).enumerate() {
+            sum[j] += ((y - x) as f64).powi(2);
+            within[j] |= !begins && x != y;
         }
     }
     sum.iter()
         .zip(spread)
-        .map(|(s, &spread)| match (s / n.max(1) as f64).sqrt() as f32 {
-            r if r > 1e-6 => r,
-            // No transition changes it (a goal, a task, a setting of the episode): no
-            // way the data shows joins states that differ in it, however near they lie
-            // in the other dimensions, so any difference is more steps than a jump takes.
-            _ => spread * CONTEXT_STEP,
-        })
+        .zip(within)
+        .map(
+            |((s, &spread), within)| match (s / n.max(1) as f64).sqrt() as f32 {
+                r if r > 1e-6 && within => r,
+                // Unchanged within every episode (a goal, a task, a setting of the episode):
+                // no way the data shows joins states that differ in it, however near they
+                // lie in the other dimensions, so any difference is more steps than a jump
+                // takes.
+                _ => spread * CONTEXT_STEP,
+            },
+        )
         .collect()
 }
 
@@ -518,39 +533,47 @@ mod tests {
         assert!(steps.iter().all(|s| s.is_finite()));
     }
 
-    /// Episodes whose goal is part of the state (a dimension no transition changes), as in
-    /// Minari's PointMaze data: the even episodes walk down a corridor to a reward at its
-    /// bottom, the odd ones up to a reward at its top, each episode's goal a little apart
-    /// from the next. A state's way is its own goal's, not the reward of a neighbouring
-    /// goal a step away.
+    /// Episodes whose goal is part of the state (a dimension no transition within an
+    /// episode changes), as in Minari's PointMaze data: the even episodes walk down a
+    /// corridor to a reward at its bottom, the odd ones up to a reward at its top, each
+    /// episode's goal a little apart from another's; each begins where the last ended, its
+    /// first observation showing the last one's goal (as Minari records it) or its own. A
+    /// state's way is its own goal's, not the reward of a neighbouring goal a step away.
     #[test]
     fn jumps_do_not_cross_a_goal() {
-        let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
-        for k in 0..20 {
-            let g = 0.01 * k as f32;
-            let at = |s: usize| match k % 2 {
-                0 => 10.0 - 0.1 * s as f32,
-                _ => 0.1 * s as f32,
-            };
-            for s in 0..100 {
-                obs.push([at(s), g]);
-                next.push([at(s + 1), g]);
-                rew.push(if s == 99 { 1.0 } else { 0.0 });
+        for recorded_late in [false, true] {
+            let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+            for k in 0..20 {
+                // Goals in two groups far apart, taken in turns: where the first
+                // observation shows the last goal, the goal's change at an episode's start
+                // is as large as those of a Minari maze's random goals.
+                let g = |k: usize| 0.01 * k as f32 + 5.0 * ((k / 2) % 2) as f32;
+                let at = |s: usize| match k % 2 {
+                    0 => 10.0 - 0.1 * s as f32,
+                    _ => 0.1 * s as f32,
+                };
+                for s in 0..100 {
+                    let shown = match (recorded_late, s, k) {
+                        (true, 0, 1..) => g(k - 1),
+                        _ => g(k),
+                    };
+                    obs.push([at(s), shown]);
+                    next.push([at(s + 1), g(k)]);
+                    rew.push(if s == 99 { 1.0 } else { 0.0 });
+                }
             }
-        }
-        let data = dataset(obs, next, rew);
-        let steps = fewest_steps(&data, Some(PACE), false).unwrap().state;
-        // The first state of an even episode (at the top) is its whole walk from its
-        // reward; the top of the corridor is one step from the odd episodes' reward.
-        for k in [0, 2, 10, 18] {
-            assert!(steps[100 * k] > 95.0, "episode {k}: {}", steps[100 * k]);
-        }
-        for k in [1, 3, 19] {
-            assert!(
-                steps[100 * k + 99] < 1.5,
-                "episode {k}: {}",
-                steps[100 * k + 99]
-            );
+            let data = dataset(obs, next, rew);
+            let steps = fewest_steps(&data, Some(PACE), false).unwrap().state;
+            // The second state of an even episode (at the top) is its whole walk from its
+            // reward; the top of the corridor is one step from the odd episodes' reward.
+            for k in [0, 2, 10, 18] {
+                let s = steps[100 * k + 1];
+                assert!(s > 95.0, "episode {k} ({recorded_late}): {s}");
+            }
+            for k in [1, 3, 19] {
+                let s = steps[100 * k + 99];
+                assert!(s < 1.5, "episode {k} ({recorded_late}): {s}");
+            }
         }
     }
 
