@@ -133,6 +133,8 @@ def minari_goals(a):
     a truncation; the next episode goes on from there to a new goal (its first observation
     still shows the old one, as the environment returns it), or with `--reset` starts from
     a reset (a random start and goal). The truth of each transition is minus the geodesic distance of its position to its own goal."""
+    import warnings
+
     import gymnasium as gym
     import gymnasium_robotics
     import minari
@@ -145,6 +147,9 @@ def minari_goals(a):
                 step["truncated"] = True
             return step
 
+    # The controller's actions are float64 within the float32 action box; the collector
+    # would warn at every step that the dtype differs.
+    warnings.filterwarnings("ignore", message="Action is not in action space")
     gym.register_envs(gymnasium_robotics)
     env = gym.make(a.env, continuing_task=True, reset_target=True, max_episode_steps=10**9)
     maze = env.unwrapped.maze
