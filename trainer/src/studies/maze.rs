@@ -189,7 +189,10 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             probe: Some(&probe),
             bound: None,
         };
-        let net = qlearn::dqn(&inputs, &cfg.dqn, seed, device, None)?;
+        let label = format!("{}/{} seed {seed}", source.key(), q.name());
+        let net = crate::util::progress::labelled(&label, || {
+            qlearn::dqn(&inputs, &cfg.dqn, seed, device, None)
+        })?;
         let checkpoints = net
             .checkpoints
             .iter()

@@ -288,8 +288,10 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
         let t = Instant::now();
         let mut tc = cfg.train.clone();
         tc.labels = source;
-        let trained = train::train(&data, &tc, device, None)
-            .with_context(|| format!("label source `{}`", source.key()))?;
+        let trained = crate::util::progress::labelled(source.key(), || {
+            train::train(&data, &tc, device, None)
+        })
+        .with_context(|| format!("label source `{}`", source.key()))?;
         Ok((trained, t.elapsed().as_secs_f64()))
     };
     let all =

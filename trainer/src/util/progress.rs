@@ -68,6 +68,26 @@ pub fn hidden<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+thread_local! {
+    /// The run whose stages this thread's bars show, among a study's (see [`labelled`]).
+    static LABEL: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `f` with its bars' lines naming the run `label` (`latent: Q-learning: step ...`): a
+/// study's runs take turns on the worker that shows progress, and a log line must say
+/// whose it is.
+///
+/// ```
+/// let bar = laq::util::progress::labelled("latent", || laq::util::progress::bar(10, "Q-learning"));
+/// assert_eq!(bar.prefix(), "latent: Q-learning");
+/// ```
+pub fn labelled<R>(label: &str, f: impl FnOnce() -> R) -> R {
+    let before = LABEL.with(|l| l.replace(Some(label.to_string())));
+    let r = f();
+    LABEL.with(|l| l.replace(before));
+    r
+}
+
 /// How often a stage's progress is logged where no bar is drawn.
 pub const LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -92,7 +112,11 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
     if let Some(style) = template.and_then(|t| ProgressStyle::with_template(t).ok()) {
         bar.set_style(style.progress_chars("=> "));
     }
-    bar.set_prefix(what.to_string());
+    let prefix = LABEL.with(|l| match l.borrow().as_deref() {
+        Some(label) => format!("{label}: {what}"),
+        None => what.to_string(),
+    });
+    bar.set_prefix(prefix);
     bar
 }
 
