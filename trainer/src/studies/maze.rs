@@ -175,7 +175,15 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             }
             Job::Run { q, seed, source } => (q, seed, source),
         };
-        let l = labels_of(seed, source)?;
+        // The job's bars (its labels' mining, where it is the first to need them, and its
+        // Q-learning) name it.
+        let label = format!(
+            "{}/{} seed {}",
+            study.sources[source].key(),
+            q.name(),
+            study.seeds[seed]
+        );
+        let l = crate::util::progress::labelled(&label, || labels_of(seed, source))?;
         let (seed, source) = (study.seeds[seed], study.sources[source]);
         let cfg = TrainConfig {
             seed,
@@ -189,7 +197,6 @@ pub fn maze2d(out: &Path, study: &MazeStudy, device: &Device) -> Result<(Value, 
             probe: Some(&probe),
             bound: None,
         };
-        let label = format!("{}/{} seed {seed}", source.key(), q.name());
         let net = crate::util::progress::labelled(&label, || {
             qlearn::dqn(&inputs, &cfg.dqn, seed, device, None)
         })?;
