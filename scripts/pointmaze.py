@@ -25,7 +25,8 @@ the figures this data gave.
 `minari` records goal-reaching episodes with Minari's own `DataCollector`, as Minari's
 D4RL PointMaze datasets are laid out: the goal is in the observation (`desired_goal`), a
 new random one each episode, and the step that reaches it ends the episode as a
-truncation (the next goes on from there, `--reset`: from a random start). The truth is minus the geodesic distance to each row's own goal.
+truncation (the next goes on from there, `--reset`: from a random start). The truth is
+minus the geodesic distance to the goal each row's observation shows.
 
     python3 -m pip install "minari[create]"
     MINARI_DATASETS_PATH=datasets python3 scripts/pointmaze.py minari \
@@ -132,7 +133,8 @@ def minari_goals(a):
     controller heads for it; the step that reaches it is rewarded and ends the episode as
     a truncation; the next episode goes on from there to a new goal (its first observation
     still shows the old one, as the environment returns it), or with `--reset` starts from
-    a reset (a random start and goal). The truth of each transition is minus the geodesic distance of its position to its own goal."""
+    a reset (a random start and goal). The truth of each transition is minus the geodesic
+    distance of its position to the goal its observation shows (`goal_truth`)."""
     import warnings
 
     import gymnasium as gym
@@ -169,22 +171,29 @@ def minari_goals(a):
         if a.reset and info["success"]:
             obs, _ = env.reset(seed=int(rng.integers(1 << 30)))
     ds = env.create_dataset(dataset_id=a.id, algorithm_name="noisy waypoint controller")
-    # Each row's goal is its episode's, the one its last observation shows (the first
-    # observation of an episode that goes on from the last one still shows that one's).
+    truth = goal_truth(ds, maze)
+    out = a.truth or a.id.replace("/", "_") + "_truth.npy"
+    np.save(out, truth)
+    where = minari.storage.get_dataset_path(a.id)
+    print(f"{where}: {ds.total_steps} transitions in {ds.total_episodes} episodes; truth {out}")
+
+
+def goal_truth(ds, maze):
+    """Minus the geodesic distance of each row's position to the goal its observation
+    shows: V is a function of the observation, and the first row of an episode that goes
+    on from the last one shows that one's goal, which it has reached."""
+    grid = np.array(maze.maze_map)
     pos, goal = [], []
     for ep in ds.iterate_episodes():
         pos.append(ep.observations["observation"][:-1, :2])
-        goal.append(np.repeat(ep.observations["desired_goal"][-1:], len(pos[-1]), axis=0))
+        goal.append(ep.observations["desired_goal"][:-1])
     pos, goal = np.concatenate(pos), np.concatenate(goal)
     cells = np.array([maze.cell_xy_to_rowcol(g) for g in goal])
     truth = np.empty(len(pos))
     for c in {tuple(int(v) for v in x) for x in cells}:
         rows = (cells[:, 0] == c[0]) & (cells[:, 1] == c[1])
         truth[rows] = -geodesic(grid, c, pos[rows], maze)
-    out = a.truth or a.id.replace("/", "_") + "_truth.npy"
-    np.save(out, truth)
-    where = minari.storage.get_dataset_path(a.id)
-    print(f"{where}: {ds.total_steps} transitions in {ds.total_episodes} episodes; truth {out}")
+    return truth
 
 
 def geodesic(grid, goal, obs, maze, res=20):

@@ -2,6 +2,7 @@
 //! format (`docs/dataset-format.md`), as `.npz` or `.safetensors`.
 
 pub mod array;
+pub mod contexts;
 pub mod dedup;
 pub mod files;
 pub mod following;

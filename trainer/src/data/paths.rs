@@ -17,6 +17,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::data::contexts;
 use crate::data::dedup::StateIds;
 use crate::data::{Dataset, Observations};
 use crate::util::neighbours::KdTree;
@@ -408,39 +409,30 @@ fn jumps(
 }
 
 /// Each dimension's root mean square change over the data's transitions (those with a
-/// next state; `obs` are its observations); a dimension that no transition changes within
-/// an episode (only where one begins, if at all) has a step of [`CONTEXT_STEP`] times its
-/// `spread`: a context, such as the goal of a Minari PointMaze episode, which jumps do not
-/// cross.
+/// next state; `obs` are its observations); a context ([`contexts::dims`]: a dimension no
+/// transition changes within an episode, such as the goal of a Minari PointMaze episode)
+/// has a step of [`CONTEXT_STEP`] times its `spread`, so jumps do not cross it.
 fn step_scale(data: &Dataset, obs: &[f32], spread: &[f32]) -> Vec<f32> {
     let d = spread.len();
     let next = data.next_observations.to_f32();
     let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
-    let ended = |i: usize| data.terminals[i] || data.timeouts.as_ref().is_some_and(|t| t[i]);
     let mut sum = vec![0f64; d];
-    let mut within = vec![false; d];
     let mut n = 0usize;
     for (i, (a, b)) in obs.chunks(d).zip(next.chunks(d)).enumerate() {
         if missing(i) {
             continue;
         }
         n += 1;
-        // An episode begins where the last one ended, or where a row does not go on
-        // from the row before (as Minari's PointMaze episodes go on, their first
-        // transition may still change the goal: the step that reached the last one
-        // recorded it).
-        let begins = i == 0 || ended(i - 1) || missing(i - 1) || next[(i - 1) * d..i * d] != *a;
         for (j, (x, y)) in a.iter().zip(b).enumerate() {
             sum[j] += ((y - x) as f64).powi(2);
-            within[j] |= !begins && x != y;
         }
     }
     sum.iter()
         .zip(spread)
-        .zip(within)
+        .zip(contexts::dims(data))
         .map(
-            |((s, &spread), within)| match (s / n.max(1) as f64).sqrt() as f32 {
-                r if r > 1e-6 && within => r,
+            |((s, &spread), context)| match (s / n.max(1) as f64).sqrt() as f32 {
+                r if r > 1e-6 && !context => r,
                 // Unchanged within every episode (a goal, a task, a setting of the episode):
                 // no way the data shows joins states that differ in it, however near they
                 // lie in the other dimensions, so any difference is more steps than a jump

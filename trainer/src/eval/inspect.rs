@@ -4,6 +4,7 @@
 use crate::data::read::ReadOptions;
 use crate::data::{Actions, Dataset, ObsStorage};
 use crate::run::config::Horizon;
+use crate::run::record::ContextsLeftOut;
 use anyhow::{Context, Result};
 use laq_runtime::format::{MetaKey, CONV_KERNEL, CONV_PADDING, CONV_STRIDE, NAME};
 use laq_runtime::Model;
@@ -488,6 +489,10 @@ pub struct DatasetReport {
     /// What reading did: the source format, rows left out and why, rows without a next
     /// observation, assumptions.
     pub reading: Vec<String>,
+    /// Dimensions that change only where an episode begins, and the rows that change them
+    /// (`laq train` leaves those out of mining and Q-learning).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<ContextsLeftOut>,
     pub problems: Vec<String>,
 }
 
@@ -607,6 +612,7 @@ fn dataset(path: &Path, read: &ReadOptions) -> Result<DatasetReport> {
             .map(|t| t.iter().filter(|&&x| x).count()),
         actions,
         reading,
+        contexts: ContextsLeftOut::of(&d).map(|(c, _)| c),
         problems,
     })
 }
@@ -677,6 +683,9 @@ impl fmt::Display for DatasetReport {
         writeln!(f, "  actions: {actions}")?;
         for line in &self.reading {
             writeln!(f, "  reading: {line}")?;
+        }
+        if let Some(c) = &self.contexts {
+            writeln!(f, "  contexts: {c} by `laq train`")?;
         }
         if self.problems.is_empty() {
             writeln!(f, "  problems: none found")?;

@@ -51,6 +51,7 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
         trust: tr.trust.clone(),
         q_checkpoints: tr.q_checkpoints.clone(),
         retargeted: tr.retargeted.clone(),
+        contexts: tr.contexts.clone(),
         reading: vec![],
     }
 }

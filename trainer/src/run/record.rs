@@ -88,6 +88,43 @@ impl fmt::Display for ModelSummary {
     }
 }
 
+/// Rows that change a context, left out of mining and Q-learning ([`crate::data::contexts::carried`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextsLeftOut {
+    /// The context dimensions ([`crate::data::contexts::dims`]).
+    pub dims: Vec<usize>,
+    /// How many rows change one.
+    pub rows: usize,
+}
+
+impl ContextsLeftOut {
+    /// The contexts of `data` and the rows that change one ([`crate::data::contexts`]),
+    /// where any row does.
+    pub fn of(data: &crate::data::Dataset) -> Option<(Self, Vec<usize>)> {
+        let carried = crate::data::contexts::carried(data);
+        if carried.is_empty() {
+            return None;
+        }
+        let dims = (crate::data::contexts::dims(data).iter().enumerate())
+            .filter_map(|(j, &c)| c.then_some(j))
+            .collect();
+        let rows = carried.len();
+        Some((ContextsLeftOut { dims, rows }, carried))
+    }
+}
+
+impl std::fmt::Display for ContextsLeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "dims {} change only where an episode begins: its first row still shows the last \
+             episode's (a goal, say); {} such rows left out of mining and Q-learning",
+            crate::data::contexts::ranges(&self.dims),
+            self.rows
+        )
+    }
+}
+
 /// `metrics.json`: what a run measured without any reference.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
@@ -137,6 +174,9 @@ pub struct RunMetrics {
     /// Where Q-learning ran again along the data's trajectories, and which V was exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retargeted: Option<Retargeted>,
+    /// Rows that change a context, left out of mining and Q-learning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<ContextsLeftOut>,
     /// What reading the dataset did: rows left out and why, terminal rows without a next
     /// observation, derived rewards, assumptions (empty for a file read as it is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -231,6 +271,9 @@ impl fmt::Display for RunMetrics {
             writeln!(f, "  reading            {line}")?;
         }
         writeln!(f, "  observation shape  {:?}", self.obs_shape)?;
+        if let Some(c) = &self.contexts {
+            writeln!(f, "  contexts           {c}")?;
+        }
         writeln!(
             f,
             "  labels             {} ({} actions)",
@@ -261,7 +304,7 @@ impl fmt::Display for RunMetrics {
             Some(n) => writeln!(
                 f,
                 "  fit bound          V above the data's ways at {n} of {} states: fitted at the bound",
-                self.transitions
+                self.transitions - self.contexts.as_ref().map_or(0, |c| c.rows)
             )?,
             None => {}
         }

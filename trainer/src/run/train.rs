@@ -1,7 +1,7 @@
 //! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
 
 use super::config::{TrainConfig, ValueHead};
-use super::record::{Candidate, Retargeted};
+use super::record::{Candidate, ContextsLeftOut, Retargeted};
 use super::trust::{self, Evidence, Trust};
 use crate::data::{paths, Dataset};
 use crate::export::ValueModel;
@@ -48,12 +48,44 @@ pub struct Trained {
     /// along the trajectories (`retry_along_trajectories`): both verdicts, and which V
     /// was exported.
     pub retargeted: Option<Retargeted>,
+    /// Rows left out of mining and Q-learning because they change a context
+    /// ([`crate::data::contexts::carried`]), and the dimensions that are contexts.
+    pub contexts: Option<ContextsLeftOut>,
 }
 
 /// Labels the data, learns Q, and builds the exportable value model. With `ckpt`, every
 /// stage saves its state through it, and a resumed run skips finished stages and ends with
 /// the same model as an uninterrupted one.
+///
+/// Rows that change a context ([`crate::data::contexts::carried`]) are no step of the task: the rest
+/// is trained on, and those rows take the most used label.
 pub fn train(
+    data: &Dataset,
+    cfg: &TrainConfig,
+    device: &Device,
+    ckpt: Option<&mut Checkpointer>,
+) -> Result<Trained> {
+    let Some((left_out, carried)) = ContextsLeftOut::of(data) else {
+        return train_rows(data, cfg, device, ckpt);
+    };
+    log::info!("{left_out}");
+    let mut is_carried = vec![false; data.len()];
+    for &i in &carried {
+        is_carried[i] = true;
+    }
+    let kept: Vec<usize> = (0..data.len()).filter(|&i| !is_carried[i]).collect();
+    let mut tr = train_rows(&data.select(&kept), cfg, device, ckpt)?;
+    let common = labels::most_used(&tr.labelled.labels, tr.labelled.num_actions);
+    let mut all = vec![common; data.len()];
+    for (&i, &l) in kept.iter().zip(&tr.labelled.labels) {
+        all[i] = l;
+    }
+    tr.labelled.labels = all;
+    tr.contexts = Some(left_out);
+    Ok(tr)
+}
+
+fn train_rows(
     data: &Dataset,
     cfg: &TrainConfig,
     device: &Device,
@@ -191,6 +223,7 @@ pub fn train(
                 q_checkpoints: vec![],
                 config: cfg.clone(),
                 retargeted: None,
+                contexts: None,
             }
         }
         variant => {
@@ -266,6 +299,7 @@ pub fn train(
                 q_checkpoints: learned.candidates,
                 config,
                 retargeted,
+                contexts: None,
             }
         }
     };
@@ -1049,6 +1083,55 @@ mod tests {
         cfg.dqn.steps = 300;
         cfg.dqn.target_update = 50;
         (data, cfg)
+    }
+
+    /// A goal appended to the maze's states, each episode's own, the first row of each
+    /// episode but the first still showing the last one's (as Minari records chained
+    /// episodes): those rows are left out of mining and Q-learning, counted, and take the
+    /// most used label.
+    #[test]
+    fn rows_that_carry_the_last_goal_are_left_out() {
+        let (data, cfg) = small_maze();
+        let d = data.obs_dim();
+        let (obs, next) = (data.observations.to_f32(), data.next_observations.to_f32());
+        let (mut o, mut nx) = (vec![], vec![]);
+        let mut episode = 0;
+        let mut firsts = vec![];
+        for i in 0..data.len() {
+            if i > 0 && !data.continues(i - 1) {
+                episode += 1;
+                firsts.push(i);
+            }
+            let shown = if firsts.last() == Some(&i) {
+                episode - 1
+            } else {
+                episode
+            };
+            o.extend_from_slice(&obs[i * d..(i + 1) * d]);
+            o.push(shown as f32);
+            nx.extend_from_slice(&next[i * d..(i + 1) * d]);
+            nx.push(episode as f32);
+        }
+        assert!(firsts.len() >= 2);
+        let goals = Dataset {
+            obs_shape: vec![d + 1],
+            observations: o.into(),
+            next_observations: nx.into(),
+            ..data.clone()
+        };
+        let trained = train(&goals, &cfg, &Device::Cpu, None).unwrap();
+        let left_out = trained.contexts.clone().unwrap();
+        assert_eq!(left_out.dims, [d]);
+        assert_eq!(left_out.rows, firsts.len());
+        assert_eq!(trained.labelled.labels.len(), goals.len());
+        assert_eq!(trained.q_transitions, goals.len() - firsts.len());
+        let common = labels::most_used(&trained.labelled.labels, trained.labelled.num_actions);
+        assert!(firsts.iter().all(|&i| trained.labelled.labels[i] == common));
+        // Without the carried goal, nothing is left out.
+        assert!(train(&data, &cfg, &Device::Cpu, None)
+            .unwrap()
+            .contexts
+            .is_none());
     }
 
     /// Rewards whose returns overflow f32 training, and settings out of range, are refused

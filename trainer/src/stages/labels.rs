@@ -86,18 +86,23 @@ pub fn make(
         bail!("no transition has a next observation, so there is nothing to label");
     }
     let part = make_all(source, &data.select(&rows), mining, seed, device, ckpt)?;
-    let mut usage = vec![0usize; part.num_actions];
-    for &l in &part.labels {
-        usage[l as usize] += 1;
-    }
-    let common = (0..usage.len())
-        .max_by_key(|&a| (usage[a], usize::MAX - a))
-        .unwrap_or(0) as u32;
+    let common = most_used(&part.labels, part.num_actions);
     let mut labels = vec![common; data.len()];
     for (&i, &l) in rows.iter().zip(&part.labels) {
         labels[i] = l;
     }
     Ok(Labelled { labels, ..part })
+}
+
+/// The label most of `labels` carry (the lowest of equals), of `num_actions`.
+pub fn most_used(labels: &[u32], num_actions: usize) -> u32 {
+    let mut usage = vec![0usize; num_actions.max(1)];
+    for &l in labels {
+        usage[l as usize] += 1;
+    }
+    (0..usage.len())
+        .max_by_key(|&a| (usage[a], usize::MAX - a))
+        .unwrap_or(0) as u32
 }
 
 fn make_all(

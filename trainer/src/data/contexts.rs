@@ -1,0 +1,188 @@
+//! Contexts: dimensions of a vector state that no transition changes within an episode
+//! (a goal, a task, a setting of the episode), and the rows that change one anyway.
+//!
+//! Minari's PointMaze episodes go on from where the last goal was reached, and the first
+//! observation of each still shows the last goal (gymnasium-robotics sets the new goal
+//! after building that observation): its first transition changes the goal, a step no
+//! action of the task makes. Mined as it is, such a row takes latent actions of its own
+//! (five of eight on the chained medium maze), and Q-learning's maximum over them gives
+//! every state the value of starting towards some new goal. [`carried`] finds these rows;
+//! `laq train` leaves them out of mining and Q-learning, and says so.
+
+use super::paths::never_jump;
+use super::Dataset;
+
+/// The least share of rows that go on from the row before for the data to show episodes
+/// at all: in a replay buffer of independent transitions, or with `s'` shuffled, nearly
+/// every row begins an "episode", no dimension would be seen changing within one, and
+/// every dimension would pass for a context.
+pub const MIN_CONTINUING: f64 = 0.5;
+
+/// Which dimensions of `data`'s states are contexts: changed by no transition within an
+/// episode (only by one where an episode begins, if at all). An episode begins at the
+/// first row and wherever a row does not continue the one before
+/// ([`Dataset::continues`]). None for frames and long states ([`never_jump`]), and none
+/// where fewer than [`MIN_CONTINUING`] of the rows go on from the row before.
+///
+/// ```
+/// use laq::data::{contexts, Dataset};
+/// // Position, then goal: two episodes, the second's first row still shows the old goal.
+/// let d = Dataset {
+///     obs_shape: vec![2],
+///     observations: vec![0.0, 5.0, 1.0, 5.0, 2.0, 5.0, 2.0, 9.0, 3.0, 9.0].into(),
+///     next_observations: vec![1.0, 5.0, 2.0, 5.0, 2.0, 9.0, 3.0, 9.0, 4.0, 9.0].into(),
+///     rewards: vec![0.0, 1.0, 0.0, 0.0, 1.0],
+///     terminals: vec![false; 5],
+///     timeouts: Some(vec![false, true, false, false, true]),
+///     next_missing: None,
+///     actions: None,
+/// };
+/// assert_eq!(contexts::dims(&d), [false, true]);
+/// assert_eq!(contexts::carried(&d), [2]);
+/// ```
+pub fn dims(data: &Dataset) -> Vec<bool> {
+    let d = data.obs_dim();
+    let n = data.len();
+    if n == 0 || never_jump(data) {
+        return vec![false; d];
+    }
+    let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
+    let mut within = vec![false; d];
+    let mut continuing = 0usize;
+    for i in 1..n {
+        if !data.continues(i - 1) || missing(i) {
+            continue;
+        }
+        continuing += 1;
+        let (a, b) = (data.obs_row(i), data.next_obs_row(i));
+        for (w, (x, y)) in within.iter_mut().zip(a.iter().zip(b.iter())) {
+            *w |= x != y;
+        }
+    }
+    if (continuing as f64) < MIN_CONTINUING * n as f64 {
+        return vec![false; d];
+    }
+    within.iter().map(|w| !w).collect()
+}
+
+/// The rows whose transition changes a context ([`dims`]): each begins an episode, and
+/// carries the last episode's context into it.
+pub fn carried(data: &Dataset) -> Vec<usize> {
+    let contexts = dims(data);
+    if !contexts.contains(&true) {
+        return vec![];
+    }
+    let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
+    (0..data.len())
+        .filter(|&i| {
+            !missing(i)
+                && data
+                    .obs_row(i)
+                    .iter()
+                    .zip(data.next_obs_row(i).iter())
+                    .zip(&contexts)
+                    .any(|((x, y), &c)| c && x != y)
+        })
+        .collect()
+}
+
+/// Dimension numbers as people read them: `2-3`, `0, 4-6`.
+pub fn ranges(dims: &[usize]) -> String {
+    let mut out: Vec<String> = vec![];
+    let mut i = 0;
+    while i < dims.len() {
+        let mut j = i;
+        while j + 1 < dims.len() && dims[j + 1] == dims[j] + 1 {
+            j += 1;
+        }
+        out.push(if j == i {
+            dims[i].to_string()
+        } else {
+            format!("{}-{}", dims[i], dims[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Episodes of `len` rows along dim 0, each heading for its own goal (dim 1); with
+    /// `chained` an episode goes on from the last one's end and its first row still shows
+    /// the last goal.
+    fn episodes(count: usize, len: usize, chained: bool) -> Dataset {
+        let (mut obs, mut next, mut timeouts) = (vec![], vec![], vec![]);
+        let mut x = 0.0f32;
+        for e in 0..count {
+            let goal = e as f32 * 10.0;
+            if !chained {
+                x = 0.0;
+            }
+            for t in 0..len {
+                let shown = if chained && e > 0 && t == 0 {
+                    goal - 10.0
+                } else {
+                    goal
+                };
+                obs.extend([x, shown]);
+                x += 1.0;
+                next.extend([x, goal]);
+                timeouts.push(t + 1 == len);
+            }
+        }
+        let n = timeouts.len();
+        Dataset {
+            obs_shape: vec![2],
+            observations: obs.into(),
+            next_observations: next.into(),
+            rewards: timeouts.iter().map(|&t| t as u8 as f32).collect(),
+            terminals: vec![false; n],
+            timeouts: Some(timeouts),
+            next_missing: None,
+            actions: None,
+        }
+    }
+
+    #[test]
+    fn a_chained_episode_s_first_row_is_carried() {
+        let d = episodes(4, 5, true);
+        assert_eq!(dims(&d), [false, true]);
+        assert_eq!(carried(&d), [5, 10, 15]);
+        let reset = episodes(4, 5, false);
+        assert_eq!(dims(&reset), [false, true]);
+        assert!(carried(&reset).is_empty());
+    }
+
+    #[test]
+    fn no_context_without_episodes() {
+        // s' of other rows: no row goes on from the one before.
+        let mut d = episodes(4, 5, true);
+        let n = d.len();
+        let next = d.next_observations.to_f32().into_owned();
+        let shuffled: Vec<f32> = (0..n)
+            .flat_map(|i| next[((i * 7 + 3) % n) * 2..((i * 7 + 3) % n) * 2 + 2].to_vec())
+            .collect();
+        d.next_observations = shuffled.into();
+        assert_eq!(dims(&d), [false, false]);
+        assert!(carried(&d).is_empty());
+    }
+
+    #[test]
+    fn a_dimension_changed_within_an_episode_is_no_context() {
+        let mut d = episodes(4, 5, true);
+        let mut next = d.next_observations.to_f32().into_owned();
+        next[2 * 7 + 1] += 0.5;
+        d.next_observations = next.into();
+        assert_eq!(dims(&d), [false, false]);
+        assert!(carried(&d).is_empty());
+    }
+
+    #[test]
+    fn ranges_join_neighbours() {
+        assert_eq!(ranges(&[2, 3]), "2-3");
+        assert_eq!(ranges(&[0, 4, 5, 6, 9]), "0, 4-6, 9");
+        assert_eq!(ranges(&[]), "");
+    }
+}
