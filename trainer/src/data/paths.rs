@@ -356,7 +356,8 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
 }
 
 /// Edges from every state to its nearest states within [`REACH`] median steps, each
-/// costing its length at the data's `pace` (in median steps without one); returns what
+/// costing its length at the data's `pace` (in median steps without one), never across a
+/// context ([`contexts::dims`]); returns what
 /// each row's own transition costs at that pace (its length, at most one step), or `None`
 /// without a pace or where the data's transitions have no length (each costs a step).
 fn jumps(
@@ -376,7 +377,9 @@ fn jumps(
     // of them is as long: a velocity, which swings round within a few steps, weighs less
     // than the position it moves, which takes many.
     let scale = match pace {
-        None => std,
+        None => (std.iter().zip(contexts::dims(data)))
+            .map(|(&s, context)| if context { s * CONTEXT_STEP } else { s })
+            .collect(),
         Some(_) => step_scale(data, &obs, &std),
     };
     let points = stats::standardise(states, &mean, &scale);
@@ -555,16 +558,19 @@ mod tests {
                 }
             }
             let data = dataset(obs, next, rew);
-            let steps = fewest_steps(&data, Some(PACE), false).unwrap().state;
-            // The second state of an even episode (at the top) is its whole walk from its
-            // reward; the top of the corridor is one step from the odd episodes' reward.
-            for k in [0, 2, 10, 18] {
-                let s = steps[100 * k + 1];
-                assert!(s > 95.0, "episode {k} ({recorded_late}): {s}");
-            }
-            for k in [1, 3, 19] {
-                let s = steps[100 * k + 99];
-                assert!(s < 1.5, "episode {k} ({recorded_late}): {s}");
+            for pace in [Some(PACE), None] {
+                let steps = fewest_steps(&data, pace, false).unwrap().state;
+                // The second state of an even episode (at the top) is its whole walk from
+                // its reward; the top of the corridor is one step from the odd episodes'
+                // reward.
+                for k in [0, 2, 10, 18] {
+                    let s = steps[100 * k + 1];
+                    assert!(s > 95.0, "episode {k} ({recorded_late}, {pace:?}): {s}");
+                }
+                for k in [1, 3, 19] {
+                    let s = steps[100 * k + 99];
+                    assert!(s < 1.5, "episode {k} ({recorded_late}, {pace:?}): {s}");
+                }
             }
         }
     }
