@@ -191,8 +191,9 @@ impl Trust {
     }
 
     /// What a trusted verdict could not check, in plain words: where no ways through the
-    /// data were found (states that neither recur nor lie near one another, or frames whose
-    /// nearness does not follow the data's own trajectories), nothing compared V with the
+    /// data were found (no reward above 0 to lead to, states that neither recur nor lie near
+    /// one another, or frames whose nearness does not follow the data's own trajectories),
+    /// nothing compared V with the
     /// shortest ways to a reward, and a V that ranks each trajectory well can still order
     /// states of different trajectories wrongly.
     ///
@@ -204,10 +205,10 @@ impl Trust {
     pub fn caveat(&self) -> Option<&'static str> {
         let unchecked = self.verdict == Verdict::Trusted && self.value(PATH_RANKING).is_none();
         unchecked.then_some(
-            "not checked: `path_ranking` (no ways through the data were found: its states \
-             neither recur nor lie near one another, or, as in frames where more than one \
-             body moves, states near in pixels are not near along the data's own \
-             trajectories); a V that ranks each trajectory well can still order states of \
+            "not checked: `path_ranking` (no ways through the data were found: no \
+             transition has a reward above 0, or its states neither recur nor lie near one \
+             another, or, as in frames where more than one body moves, states near in \
+             pixels are not near along the data's own trajectories); a V that ranks each trajectory well can still order states of \
              different trajectories wrongly (frames of a MuJoCo U-maze without their ways: \
              trusted at 0.66 against the truth, docs/trust.md)",
         )
