@@ -191,8 +191,8 @@ impl Trust {
     }
 
     /// What a trusted verdict could not check, in plain words: where no ways through the
-    /// data were found (no reward above 0 to lead to, states that neither recur nor lie near
-    /// one another, or frames whose nearness does not follow the data's own trajectories),
+    /// data were found (no reward above 0 to lead to, or one on nearly every row, states
+    /// that neither recur nor lie near one another, or frames whose nearness does not follow the data's own trajectories),
     /// nothing compared V with the
     /// shortest ways to a reward, and a V that ranks each trajectory well can still order
     /// states of different trajectories wrongly.
@@ -206,7 +206,7 @@ impl Trust {
         let unchecked = self.verdict == Verdict::Trusted && self.value(PATH_RANKING).is_none();
         unchecked.then_some(
             "not checked: `path_ranking` (no ways through the data were found: no \
-             transition has a reward above 0, or its states neither recur nor lie near one \
+             transition has a reward above 0, or nearly every one has, or its states neither recur nor lie near one \
              another, or, as in frames where more than one body moves, states near in \
              pixels are not near along the data's own trajectories); a V that ranks each trajectory well can still order states of \
              different trajectories wrongly (frames of a MuJoCo U-maze without their ways: \
@@ -605,7 +605,10 @@ pub fn assess(e: &Evidence) -> Trust {
         ),
     ));
     let traces = &e.traced.traces;
-    if traces.len() >= 20 {
+    // Where (nearly) every row is rewarded (a dense reward), the steps to one do not vary:
+    // nothing to rank V by, which is no evidence against it.
+    let leading = traces.iter().filter(|&&(_, k)| k > 0).count();
+    if traces.len() >= 20 && leading >= 20 {
         let v: Vec<f64> = traces.iter().map(|&(i, _)| e.values[i] as f64).collect();
         let k: Vec<f64> = traces.iter().map(|&(_, k)| -(k as f64)).collect();
         let rho = stats::spearman(&v, &k);
@@ -884,6 +887,29 @@ mod tests {
             Traced::of(&chain(), &TrainConfig::default()).reliability,
             Some(1.0)
         );
+    }
+
+    /// A reward on every row (a dense reward): no steps to a reward to rank V by, so
+    /// `trajectory_ranking` does not apply, rather than failing any V.
+    #[test]
+    fn a_reward_on_every_row_leaves_nothing_to_rank_by() {
+        let mut d = wandering();
+        let labels = vec![0u32; d.len()];
+        let values: Vec<f32> = (0..d.len())
+            .map(|i| -(d.obs_row(i)[0] - 20.0).abs())
+            .collect();
+        let traced = Traced::of(&d, &TrainConfig::default());
+        assert!(named(
+            &assess(&walker_evidence(&d, &labels, &values, &traced)),
+            TRAJECTORY_RANKING
+        )
+        .is_some());
+        for (i, r) in d.rewards.iter_mut().enumerate() {
+            *r = 0.01 + (d.observations.row(i, 1)[0] - 20.0).abs().recip().min(1.0);
+        }
+        let traced = Traced::of(&d, &TrainConfig::default());
+        let t = assess(&walker_evidence(&d, &labels, &values, &traced));
+        assert!(named(&t, TRAJECTORY_RANKING).is_none());
     }
 
     /// On the wandering walker's line, the fewest steps through the data from a place are
