@@ -153,8 +153,45 @@ impl Dataset {
             && self.next_obs_row(i) == self.obs_row(i + 1)
     }
 
-    /// Rows whose trajectory reaches a reward (at this row or later), with the number of
-    /// steps to it, last row first.
+    /// The reward most steps carry where it is a cost: below 0 and on at least half of the
+    /// rows (-1 a step up to 0 at the goal, say); 0 otherwise. A row is rewarded where its
+    /// reward is above it, so a cost per step leads to the goal as 0 a step and 1 at the
+    /// goal do, and a penalty below it (a crash) leads nowhere.
+    ///
+    /// ```
+    /// use laq::data::Dataset;
+    /// let mut d = Dataset {
+    ///     obs_shape: vec![1],
+    ///     observations: vec![0.0, 1.0, 2.0].into(),
+    ///     next_observations: vec![1.0, 2.0, 3.0].into(),
+    ///     rewards: vec![-1.0, -1.0, 0.0],
+    ///     terminals: vec![false, false, true],
+    ///     timeouts: None,
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// assert_eq!(d.reward_baseline(), -1.0);
+    /// assert_eq!(d.steps_to_reward(), [(2, 0), (1, 1), (0, 2)]);
+    /// d.rewards = vec![0.0, -1.0, 1.0];
+    /// assert_eq!(d.reward_baseline(), 0.0);
+    /// ```
+    pub fn reward_baseline(&self) -> f32 {
+        let n = self.rewards.len();
+        let mut r = self.rewards.clone();
+        if n == 0 {
+            return 0.0;
+        }
+        let (_, &mut median, _) = r.select_nth_unstable_by(n / 2, f32::total_cmp);
+        let at = self.rewards.iter().filter(|&&x| x == median).count();
+        if median < 0.0 && at * 2 >= n {
+            median
+        } else {
+            0.0
+        }
+    }
+
+    /// Rows whose trajectory reaches a reward (a reward above [`Dataset::reward_baseline`],
+    /// at this row or later), with the number of steps to it, last row first.
     ///
     /// ```
     /// use laq::data::{Actions, Dataset};
@@ -171,10 +208,11 @@ impl Dataset {
     /// assert_eq!(d.steps_to_reward(), [(2, 0), (1, 1), (0, 2)]);
     /// ```
     pub fn steps_to_reward(&self) -> Vec<(usize, usize)> {
+        let baseline = self.reward_baseline();
         let mut next: Option<usize> = None;
         let mut out = vec![];
         for i in (0..self.len()).rev() {
-            next = if self.rewards[i] > 0.0 {
+            next = if self.rewards[i] > baseline {
                 Some(0)
             } else if self.continues(i) {
                 next.map(|k| k + 1)

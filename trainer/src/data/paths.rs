@@ -213,7 +213,8 @@ fn project_rows(o: &Observations, n: usize, d: usize, w: &[f32]) -> Vec<f32> {
     out
 }
 
-/// The fewest steps from every row's state and next state to a rewarded transition
+/// The fewest steps from every row's state and next state to a rewarded transition (a
+/// reward above [`Dataset::reward_baseline`])
 /// through the data; where states never recur, with a `pace` (a percentile, such as
 /// [`PACE`]) each step and jump costs its length at the data's pace (each dimension in
 /// units of its own step), without one each transition is a step and each jump its
@@ -292,7 +293,8 @@ fn project_rows(o: &Observations, n: usize, d: usize, w: &[f32]) -> Vec<f32> {
 pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Option<Steps> {
     let n = data.len();
     let d = data.obs_dim();
-    if d == 0 || !data.rewards.iter().any(|&r| r > 0.0) {
+    let baseline = data.reward_baseline();
+    if d == 0 || !data.rewards.iter().any(|&r| r > baseline) {
         return None;
     }
     let ids = StateIds::of(data);
@@ -325,7 +327,7 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
     let mut dist = vec![f64::INFINITY; m];
     let mut heap = BinaryHeap::new();
     for i in 0..n {
-        if data.rewards[i] > 0.0 && dist[at[i]] > 0.0 {
+        if data.rewards[i] > baseline && dist[at[i]] > 0.0 {
             dist[at[i]] = 0.0;
             heap.push(Reverse((0f64.to_bits(), at[i])));
         }

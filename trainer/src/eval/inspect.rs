@@ -442,6 +442,10 @@ pub struct RewardReport {
     pub max: f32,
     pub mean: f64,
     pub nonzero: usize,
+    /// The reward most rows carry where it is a cost per step
+    /// ([`Dataset::reward_baseline`]); a reward is what lies above it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_step: Option<f32>,
 }
 
 /// Episodes of a dataset: rows up to a terminal or a timeout.
@@ -597,6 +601,7 @@ fn dataset(path: &Path, read: &ReadOptions) -> Result<DatasetReport> {
             max: rmax,
             mean: d.rewards.iter().map(|&r| r as f64).sum::<f64>() / n.max(1) as f64,
             nonzero: rewarded,
+            cost_per_step: Some(d.reward_baseline()).filter(|&b| b != 0.0),
         },
         episodes: EpisodeReport {
             count: eps.len(),
@@ -646,6 +651,13 @@ impl fmt::Display for DatasetReport {
             r.nonzero,
             100.0 * r.nonzero as f64 / n.max(1) as f64
         )?;
+        if let Some(b) = r.cost_per_step {
+            writeln!(
+                f,
+                "  rewards: {b} on most rows is a cost per step; the rewarded rows are those \
+                 above it"
+            )?;
+        }
         let e = &self.episodes;
         writeln!(
             f,

@@ -403,6 +403,7 @@ impl Deep<'_> {
         let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
         let returns = trust::data_returns(data, cfg.dqn.gamma);
         let shown_near_max = trust::shown_near_max(&returns, max_return);
+        let baseline = data.reward_baseline();
         let judge = |values: &[f32],
                      pair: Option<(&[f32], &[f32])>,
                      judged: &[usize],
@@ -431,7 +432,7 @@ impl Deep<'_> {
         let mut fit = |v: &[f32]| -> Result<(QNetwork, ValueModel, f64)> {
             let t = Instant::now();
             let mut target = v.to_vec();
-            bounded = fit_within_bound(&mut target, traced, cfg, max_return);
+            bounded = fit_within_bound(&mut target, traced, cfg, (max_return, baseline));
             let (fitted, err) = fit_v(&nets[0], data, &target, cfg, device)?;
             let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info.clone())?;
             let secs = t.elapsed().as_secs_f64();
@@ -691,7 +692,12 @@ fn bootstrap_bound(qdata: &Dataset, steps: &paths::Steps, cfg: &TrainConfig) -> 
         steps.next.len()
     );
     let max_return = qlearn::return_bounds(qdata, cfg.dqn.gamma).1;
-    qlearn::path_bound(&steps.next, cfg.dqn.gamma, max_return)
+    qlearn::path_bound(
+        &steps.next,
+        cfg.dqn.gamma,
+        max_return,
+        qdata.reward_baseline(),
+    )
 }
 
 /// The seed of Q-function `j` of a run: the run's own seed for the first.
@@ -925,13 +931,13 @@ fn fit_within_bound(
     target: &mut [f32],
     traced: &trust::Traced,
     cfg: &TrainConfig,
-    max_return: f64,
+    (max_return, baseline): (f64, f32),
 ) -> Option<usize> {
     if !(cfg.fit_bound && cfg.path_bound && cfg.dqn.lambda > 0.0) {
         return None;
     }
     let steps = traced.paths.as_ref()?;
-    let bound = qlearn::path_bound(&steps.state, cfg.dqn.gamma, max_return as f32);
+    let bound = qlearn::path_bound(&steps.state, cfg.dqn.gamma, max_return as f32, baseline);
     let lowered = target
         .iter_mut()
         .zip(bound)
@@ -1456,7 +1462,7 @@ mod tests {
         let traced = trust::Traced::of(&d, &cfg);
         let learned = [0.9f32, 0.2, 0.6, 1.0];
         let mut v = learned;
-        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, 1.0), Some(2));
+        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, (1.0, 0.0)), Some(2));
         // gamma^3 and gamma^1 are below what was learned there; the rest keeps its V.
         let near = |a: f32, b: f32| (a - b).abs() < 1e-6;
         assert!(
@@ -1481,7 +1487,7 @@ mod tests {
             },
         ] {
             let mut v = learned;
-            assert_eq!(fit_within_bound(&mut v, &traced, &off, 1.0), None);
+            assert_eq!(fit_within_bound(&mut v, &traced, &off, (1.0, 0.0)), None);
             assert_eq!(v, learned);
         }
         // No rewarded trajectory: no ways, no bound.
@@ -1491,7 +1497,7 @@ mod tests {
         };
         let traced = trust::Traced::of(&unrewarded, &cfg);
         let mut v = learned;
-        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, 1.0), None);
+        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, (1.0, 0.0)), None);
         assert_eq!(v, learned);
     }
 

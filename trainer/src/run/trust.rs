@@ -191,7 +191,7 @@ impl Trust {
     }
 
     /// What a trusted verdict could not check, in plain words: where no ways through the
-    /// data were found (no reward above 0 to lead to, or one on nearly every row, states
+    /// data were found (no rewarded row to lead to, or nearly every row rewarded, states
     /// that neither recur nor lie near one another, or frames whose nearness does not follow the data's own trajectories),
     /// nothing compared V with the
     /// shortest ways to a reward, and a V that ranks each trajectory well can still order
@@ -206,7 +206,7 @@ impl Trust {
         let unchecked = self.verdict == Verdict::Trusted && self.value(PATH_RANKING).is_none();
         unchecked.then_some(
             "not checked: `path_ranking` (no ways through the data were found: no \
-             transition has a reward above 0, or nearly every one has, or its states neither recur nor lie near one \
+             transition is rewarded, or nearly every one is, or its states neither recur nor lie near one \
              another, or, as in frames where more than one body moves, states near in \
              pixels are not near along the data's own trajectories); a V that ranks each trajectory well can still order states of \
              different trajectories wrongly (frames of a MuJoCo U-maze without their ways: \
@@ -318,7 +318,10 @@ pub fn transitions_match(data: &Dataset) -> f64 {
 }
 
 /// The data's own discounted return from each row: the rewards along the data's
-/// trajectory from it (at discount `gamma`), up to the trajectory's end.
+/// trajectory from it (at discount `gamma`), up to the trajectory's end; where that end
+/// is no terminal (a timeout, or a cut) and the data's rewards are a cost per step
+/// ([`Dataset::reward_baseline`]), that cost goes on for ever after it, as whatever comes
+/// next costs at least as much (0 without a cost, as for a terminal).
 ///
 /// ```
 /// use laq::data::Dataset;
@@ -335,12 +338,26 @@ pub fn transitions_match(data: &Dataset) -> f64 {
 /// };
 /// let g = laq::run::trust::data_returns(&d, 0.9);
 /// assert!(g.iter().zip([0.729, 0.81, 0.9, 1.0]).all(|(a, b)| (a - b).abs() < 1e-12));
+/// // -1 a step up to 0 at the goal, cut there by a timeout: the cost goes on after it.
+/// let cost = Dataset {
+///     rewards: vec![-1.0, -1.0, -1.0, 0.0],
+///     terminals: vec![false; 4],
+///     timeouts: Some(vec![false, false, false, true]),
+///     ..d
+/// };
+/// let g = laq::run::trust::data_returns(&cost, 0.9);
+/// assert!((g[3] + 9.0).abs() < 1e-9 && (g[2] + 9.1).abs() < 1e-9);
 /// ```
 pub fn data_returns(data: &Dataset, gamma: f64) -> Vec<f64> {
     let mut out = vec![0.0; data.len()];
     let mut g = 0.0f64;
+    let cost = data.reward_baseline() as f64;
     for i in (0..data.len()).rev() {
-        let tail = if data.continues(i) { gamma * g } else { 0.0 };
+        let tail = match data.continues(i) {
+            true => gamma * g,
+            false if cost != 0.0 && !data.terminals[i] => gamma * cost / (1.0 - gamma),
+            false => 0.0,
+        };
         g = data.rewards[i] as f64 + tail;
         out[i] = g;
     }
@@ -564,13 +581,24 @@ pub fn assess(e: &Evidence) -> Trust {
     let data = e.data;
     let n = data.len();
     let mut checks = vec![];
-    let rewarded = data.rewards.iter().filter(|&&r| r != 0.0).count();
+    // Where the rewards are a cost per step, a reward is what lies above it.
+    let cost = data.reward_baseline();
+    let rewarded = (data.rewards.iter())
+        .filter(|&&r| if cost != 0.0 { r > cost } else { r != 0.0 })
+        .count();
+    let above = match cost {
+        0.0 => String::new(),
+        c => format!(" above the cost of {c} a step"),
+    };
     checks.push(check(
         "rewards",
         rewarded as f64,
         1.0,
         rewarded >= 1,
-        format!("{rewarded} of {n} transitions carry a reward; without any, every V is 0"),
+        format!(
+            "{rewarded} of {n} transitions carry a reward{above}; without any, every V is \
+             the same"
+        ),
     ));
     let mut usage = vec![0usize; e.num_actions];
     for &l in e.labels {

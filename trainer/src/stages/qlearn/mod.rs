@@ -190,28 +190,39 @@ pub fn return_bounds(data: &Dataset, gamma: f64) -> (f32, f32) {
 
 /// The most each transition's next state can be worth by the ways the data shows
 /// ([`DqnInputs::bound`]): the largest return (`max_return`) discounted by the fewest
-/// steps from the next state to a positive reward through the data (`steps.next` of
-/// [`crate::data::paths::fewest_steps`]); 0 where the data shows no way (no positive
-/// reward ahead). Offline Q-learning can only chain what the data shows, so a bootstrap
-/// above it is value that leaked in through the network's smoothness (through a wall,
-/// say), which the maximum over labels would keep and pass on, target copy after copy
-/// (docs/trust.md, "Bounded by the data's ways").
+/// steps from the next state to a reward through the data (`steps.next` of
+/// [`crate::data::paths::fewest_steps`]), after as many steps of the data's `baseline`
+/// reward ([`Dataset::reward_baseline`]: 0, or a cost per step); where the data shows no
+/// way, the baseline for ever (0 without a cost). Offline Q-learning can only chain what
+/// the data shows, so a bootstrap above it is value that leaked in through the network's
+/// smoothness (through a wall, say), which the maximum over labels would keep and pass
+/// on, target copy after copy (docs/trust.md, "Bounded by the data's ways").
 ///
 /// ```
 /// use laq::stages::qlearn::path_bound;
 ///
 /// let steps = [0.0, 10.0, f64::INFINITY];
-/// let b = path_bound(&steps, 0.9, 1.0);
+/// let b = path_bound(&steps, 0.9, 1.0, 0.0);
 /// assert_eq!(b[0], 1.0);
 /// assert!((b[1] - 0.9f32.powi(10)).abs() < 1e-6);
 /// assert_eq!(b[2], 0.0);
+/// // -1 a step up to 0 at the goal: ten steps of cost at best.
+/// let b = path_bound(&steps, 0.9, 0.0, -1.0);
+/// assert_eq!(b[0], 0.0);
+/// assert!((b[1] + (1.0 - 0.9f32.powi(10)) / 0.1).abs() < 1e-5);
+/// assert!((b[2] + 10.0).abs() < 1e-5);
 /// ```
-pub fn path_bound(next_steps: &[f64], gamma: f64, max_return: f32) -> Vec<f32> {
+pub fn path_bound(next_steps: &[f64], gamma: f64, max_return: f32, baseline: f32) -> Vec<f32> {
+    let cost = |k: f64| match baseline {
+        0.0 => 0.0,
+        b if k.is_finite() => b as f64 * (1.0 - gamma.powf(k)) / (1.0 - gamma),
+        b => b as f64 / (1.0 - gamma),
+    };
     next_steps
         .iter()
         .map(|&k| match k.is_finite() {
-            true => (max_return as f64 * gamma.powf(k)) as f32,
-            false => 0.0,
+            true => (max_return as f64 * gamma.powf(k) + cost(k)) as f32,
+            false => cost(k) as f32,
         })
         .collect()
 }
