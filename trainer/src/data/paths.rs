@@ -214,17 +214,16 @@ fn project_rows(o: &Observations, n: usize, d: usize, w: &[f32]) -> Vec<f32> {
 }
 
 /// The fewest steps from every row's state and next state to a rewarded transition (a
-/// reward above [`Dataset::reward_baseline`])
-/// through the data; where states never recur, with a `pace` (a percentile, such as
-/// [`PACE`]) each step and jump costs its length at the data's pace (each dimension in
-/// units of its own step), without one each transition is a step and each jump its
-/// length in median steps (each dimension standardised by its spread). Images and states
-/// longer than [`MAX_STATE_LEN`] never jump (no distance between frames means nearness):
-/// `None` for them unless their states recur (at most half as many distinct states as
-/// transitions), or, with `near_frames`, for frames that never recur, joined where near
-/// ([`FRAME_PROJECTION`], the second example); `None` too for data without a positive
-/// reward, where no ways are found, or where every state with a way is as far as every
-/// other (nothing to rank).
+/// reward above [`Dataset::reward_baseline`]) through the data; where states never
+/// recur, with a `pace` (a percentile, such as [`PACE`]) each step and jump costs its
+/// length at the data's pace (each dimension in units of its own step), without one each
+/// transition is a step and each jump its length in median steps (each dimension
+/// standardised by its spread). Images and states longer than [`MAX_STATE_LEN`] never
+/// jump (no distance between frames means nearness): `None` for them unless their states
+/// recur (at most half as many distinct states as transitions), or, with `near_frames`,
+/// for frames that never recur, joined where near ([`FRAME_PROJECTION`], the second
+/// example); `None` too for data without a rewarded row, where no ways are found, or
+/// where every state with a way is as far as every other (nothing to rank).
 ///
 /// ```
 /// use laq::data::Dataset;
@@ -359,9 +358,9 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
 
 /// Edges from every state to its nearest states within [`REACH`] median steps, each
 /// costing its length at the data's `pace` (in median steps without one), never across a
-/// context ([`contexts::dims`]); returns what
-/// each row's own transition costs at that pace (its length, at most one step), or `None`
-/// without a pace or where the data's transitions have no length (each costs a step).
+/// context ([`contexts::dims`]); returns what each row's own transition costs at that pace
+/// (its length, at most one step), or `None` without a pace or where the data's
+/// transitions have no length (each costs a step).
 fn jumps(
     data: &Dataset,
     states: &[f32],

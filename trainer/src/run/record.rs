@@ -88,7 +88,8 @@ impl fmt::Display for ModelSummary {
     }
 }
 
-/// Rows that change a context, left out of mining and Q-learning ([`crate::data::contexts::carried`]).
+/// Rows that change a context, left out of mining and Q-learning
+/// ([`crate::data::contexts::carried`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContextsLeftOut {
     /// The context dimensions ([`crate::data::contexts::dims`]).

@@ -57,8 +57,8 @@ pub struct Trained {
 /// stage saves its state through it, and a resumed run skips finished stages and ends with
 /// the same model as an uninterrupted one.
 ///
-/// Rows that change a context ([`crate::data::contexts::carried`]) are no step of the task: the rest
-/// is trained on, and those rows take the most used label.
+/// Rows that change a context ([`crate::data::contexts::carried`]) are no step of the
+/// task: the rest is trained on, and those rows take the most used label.
 pub fn train(
     data: &Dataset,
     cfg: &TrainConfig,

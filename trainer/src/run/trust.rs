@@ -192,10 +192,10 @@ impl Trust {
 
     /// What a trusted verdict could not check, in plain words: where no ways through the
     /// data were found (no rewarded row to lead to, or nearly every row rewarded, states
-    /// that neither recur nor lie near one another, or frames whose nearness does not follow the data's own trajectories),
-    /// nothing compared V with the
-    /// shortest ways to a reward, and a V that ranks each trajectory well can still order
-    /// states of different trajectories wrongly.
+    /// that neither recur nor lie near one another, or frames whose nearness does not
+    /// follow the data's own trajectories), nothing compared V with the shortest ways to a
+    /// reward, and a V that ranks each trajectory well can still order states of different
+    /// trajectories wrongly.
     ///
     /// ```
     /// use laq::run::trust::{Trust, Verdict};
@@ -206,11 +206,12 @@ impl Trust {
         let unchecked = self.verdict == Verdict::Trusted && self.value(PATH_RANKING).is_none();
         unchecked.then_some(
             "not checked: `path_ranking` (no ways through the data were found: no \
-             transition is rewarded, or nearly every one is, or its states neither recur nor lie near one \
-             another, or, as in frames where more than one body moves, states near in \
-             pixels are not near along the data's own trajectories); a V that ranks each trajectory well can still order states of \
-             different trajectories wrongly (frames of a MuJoCo U-maze without their ways: \
-             trusted at 0.66 against the truth, docs/trust.md)",
+             transition is rewarded, or nearly every one is, or its states neither recur \
+             nor lie near one another, or, as in frames where more than one body moves, \
+             states near in pixels are not near along the data's own trajectories); a V \
+             that ranks each trajectory well can still order states of different \
+             trajectories wrongly (frames of a MuJoCo U-maze without their ways: trusted at \
+             0.66 against the truth, docs/trust.md)",
         )
     }
 
