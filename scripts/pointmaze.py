@@ -25,8 +25,9 @@ the figures this data gave.
 `minari` records goal-reaching episodes with Minari's own `DataCollector`, as Minari's
 D4RL PointMaze datasets are laid out: the goal is in the observation (`desired_goal`), a
 new random one each episode, and the step that reaches it ends the episode as a
-truncation (the next goes on from there, `--reset`: from a random start). The truth is
-minus the geodesic distance to the goal each row's observation shows.
+truncation (the next goes on from there, `--reset`: from a random start; `--uncut N`: not
+cut at goals, the collector's own episodes of N steps). The truth is minus the geodesic
+distance to the goal each row's observation shows.
 
     python3 -m pip install "minari[create]"
     MINARI_DATASETS_PATH=datasets python3 scripts/pointmaze.py minari \
@@ -157,10 +158,13 @@ def minari_goals(a):
     maze = env.unwrapped.maze
     grid = np.array(maze.maze_map)
     _, routes = cell_routes(grid)
-    env = DataCollector(env, step_data_callback=EndAtGoal, record_infos=False)
+    # `--uncut N`: the collector's own episodes (the goal changes within them), a reset
+    # every N steps.
+    cut = {} if a.uncut else {"step_data_callback": EndAtGoal}
+    env = DataCollector(env, record_infos=False, **cut)
     rng = np.random.default_rng(a.seed)
     obs, _ = env.reset(seed=a.seed)
-    for _ in range(a.steps):
+    for t in range(a.steps):
         s, goal = obs["observation"], obs["desired_goal"]
         here = tuple(int(v) for v in maze.cell_xy_to_rowcol(s[:2]))
         cell = tuple(int(v) for v in maze.cell_xy_to_rowcol(goal))
@@ -168,7 +172,7 @@ def minari_goals(a):
         way = goal if step == cell else maze.cell_rowcol_to_xy(np.array(step))
         act = np.clip(10 * (way - s[:2]) - s[2:], -1, 1) + rng.normal(0, a.noise, 2)
         obs, _, _, _, info = env.step(np.clip(act, -1, 1))
-        if a.reset and info["success"]:
+        if (a.reset and info["success"]) or (a.uncut and (t + 1) % a.uncut == 0):
             obs, _ = env.reset(seed=int(rng.integers(1 << 30)))
     ds = env.create_dataset(dataset_id=a.id, algorithm_name="noisy waypoint controller")
     truth = goal_truth(ds, maze)
@@ -302,6 +306,12 @@ def main():
         "--reset",
         action="store_true",
         help="start each episode from a reset (a random start), not where the last one ended",
+    )
+    m.add_argument(
+        "--uncut",
+        type=int,
+        metavar="N",
+        help="do not end an episode at its goal (the goal changes within it); reset every N steps",
     )
     m.add_argument("--truth", help="where the truth goes (default: the id, / as _, _truth.npy)")
     f = sub.add_parser("frames", help="draw a dataset's positions as stacked frames")

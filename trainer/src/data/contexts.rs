@@ -20,9 +20,13 @@ pub const MIN_CONTINUING: f64 = 0.5;
 
 /// Which dimensions of `data`'s states are contexts: changed by no transition within an
 /// episode (only by one where an episode begins, if at all). An episode begins at the
-/// first row and wherever a row does not continue the one before
-/// ([`Dataset::continues`]). None for frames and long states ([`never_jump`]), and none
-/// where fewer than [`MIN_CONTINUING`] of the rows go on from the row before.
+/// first row, wherever a row does not continue the one before ([`Dataset::continues`]),
+/// and after a rewarded row ([`Dataset::reward_baseline`]): a task that goes on to a new
+/// goal where the last was reached, without cutting its episode there, shows the new
+/// goal from the row after the reward; where fewer than [`MIN_CONTINUING`] of the rows go
+/// on from an unrewarded row (a dense reward), episodes alone begin one. None for frames
+/// and long states ([`never_jump`]), and none where fewer than [`MIN_CONTINUING`] of the
+/// rows go on from the row before (shuffled rows, a replay buffer).
 ///
 /// ```
 /// use laq::data::{contexts, Dataset};
@@ -47,26 +51,31 @@ pub fn dims(data: &Dataset) -> Vec<bool> {
         return vec![false; d];
     }
     let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
-    let mut within = vec![false; d];
-    let mut continuing = 0usize;
-    for i in 1..n {
-        if !data.continues(i - 1) || missing(i) {
-            continue;
+    let baseline = data.reward_baseline();
+    // A dense reward follows nearly every row: then episodes alone begin one.
+    for after_rewards in [true, false] {
+        let mut within = vec![false; d];
+        let mut continuing = 0usize;
+        for i in 1..n {
+            let after = after_rewards && data.rewards[i - 1] > baseline;
+            if !data.continues(i - 1) || after || missing(i) {
+                continue;
+            }
+            continuing += 1;
+            let (a, b) = (data.obs_row(i), data.next_obs_row(i));
+            for (w, (x, y)) in within.iter_mut().zip(a.iter().zip(b.iter())) {
+                *w |= x != y;
+            }
         }
-        continuing += 1;
-        let (a, b) = (data.obs_row(i), data.next_obs_row(i));
-        for (w, (x, y)) in within.iter_mut().zip(a.iter().zip(b.iter())) {
-            *w |= x != y;
+        if continuing as f64 >= MIN_CONTINUING * n as f64 {
+            return within.iter().map(|w| !w).collect();
         }
     }
-    if (continuing as f64) < MIN_CONTINUING * n as f64 {
-        return vec![false; d];
-    }
-    within.iter().map(|w| !w).collect()
+    vec![false; d]
 }
 
-/// The rows whose transition changes a context ([`dims`]): each begins an episode, and
-/// carries the last episode's context into it.
+/// The rows whose transition changes a context ([`dims`]): each begins an episode (or
+/// follows a reward), and carries the last episode's context into it.
 pub fn carried(data: &Dataset) -> Vec<usize> {
     let contexts = dims(data);
     if !contexts.contains(&true) {
@@ -153,6 +162,27 @@ mod tests {
         let reset = episodes(4, 5, false);
         assert_eq!(dims(&reset), [false, true]);
         assert!(carried(&reset).is_empty());
+    }
+
+    /// One long episode whose goal changes on the row after each reward (the goal is set
+    /// once the last is reached): the same context, the same rows carried.
+    #[test]
+    fn a_goal_that_changes_after_a_reward_is_a_context() {
+        let chained = episodes(4, 5, true);
+        let mut one = chained.clone();
+        one.timeouts = None;
+        assert_eq!(dims(&one), [false, true]);
+        assert_eq!(carried(&one), [5, 10, 15]);
+        // Rewarded on every row: episodes alone tell a context, here none (one episode);
+        // the chained episodes' still.
+        one.rewards = vec![1.0; one.len()];
+        assert_eq!(dims(&one), [false, false]);
+        assert!(carried(&one).is_empty());
+        let dense = Dataset {
+            rewards: vec![0.5; chained.len()],
+            ..chained
+        };
+        assert_eq!(carried(&dense), [5, 10, 15]);
     }
 
     #[test]

@@ -118,8 +118,9 @@ impl std::fmt::Display for ContextsLeftOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "dims {} change only where an episode begins: its first row still shows the last \
-             episode's (a goal, say); {} such rows left out of mining and Q-learning",
+            "dims {} change only where an episode begins or after a reward, on a row that \
+             still shows the last episode's (a goal, say); {} such rows left out of mining \
+             and Q-learning",
             crate::data::contexts::ranges(&self.dims),
             self.rows
         )
