@@ -42,7 +42,7 @@ pub const MIN_CONTINUING: f64 = 0.5;
 ///     actions: None,
 /// };
 /// assert_eq!(contexts::dims(&d), [false, true]);
-/// assert_eq!(contexts::carried(&d), [2]);
+/// assert_eq!(contexts::carried(&d, &contexts::dims(&d)), [2]);
 /// ```
 pub fn dims(data: &Dataset) -> Vec<bool> {
     let d = data.obs_dim();
@@ -74,10 +74,9 @@ pub fn dims(data: &Dataset) -> Vec<bool> {
     vec![false; d]
 }
 
-/// The rows whose transition changes a context ([`dims`]): each begins an episode (or
-/// follows a reward), and carries the last episode's context into it.
-pub fn carried(data: &Dataset) -> Vec<usize> {
-    let contexts = dims(data);
+/// The rows whose transition changes one of the `contexts` ([`dims`]): each begins an
+/// episode (or follows a reward), and carries the last episode's context into it.
+pub fn carried(data: &Dataset, contexts: &[bool]) -> Vec<usize> {
     if !contexts.contains(&true) {
         return vec![];
     }
@@ -89,29 +88,10 @@ pub fn carried(data: &Dataset) -> Vec<usize> {
                     .obs_row(i)
                     .iter()
                     .zip(data.next_obs_row(i).iter())
-                    .zip(&contexts)
+                    .zip(contexts)
                     .any(|((x, y), &c)| c && x != y)
         })
         .collect()
-}
-
-/// Dimension numbers as people read them: `2-3`, `0, 4-6`.
-pub fn ranges(dims: &[usize]) -> String {
-    let mut out: Vec<String> = vec![];
-    let mut i = 0;
-    while i < dims.len() {
-        let mut j = i;
-        while j + 1 < dims.len() && dims[j + 1] == dims[j] + 1 {
-            j += 1;
-        }
-        out.push(if j == i {
-            dims[i].to_string()
-        } else {
-            format!("{}-{}", dims[i], dims[j])
-        });
-        i = j + 1;
-    }
-    out.join(", ")
 }
 
 #[cfg(test)]
@@ -158,10 +138,10 @@ mod tests {
     fn a_chained_episode_s_first_row_is_carried() {
         let d = episodes(4, 5, true);
         assert_eq!(dims(&d), [false, true]);
-        assert_eq!(carried(&d), [5, 10, 15]);
+        assert_eq!(carried(&d, &dims(&d)), [5, 10, 15]);
         let reset = episodes(4, 5, false);
         assert_eq!(dims(&reset), [false, true]);
-        assert!(carried(&reset).is_empty());
+        assert!(carried(&reset, &dims(&reset)).is_empty());
     }
 
     /// One long episode whose goal changes on the row after each reward (the goal is set
@@ -172,17 +152,17 @@ mod tests {
         let mut one = chained.clone();
         one.timeouts = None;
         assert_eq!(dims(&one), [false, true]);
-        assert_eq!(carried(&one), [5, 10, 15]);
+        assert_eq!(carried(&one, &dims(&one)), [5, 10, 15]);
         // Rewarded on every row: episodes alone tell a context, here none (one episode);
         // the chained episodes' still.
         one.rewards = vec![1.0; one.len()];
         assert_eq!(dims(&one), [false, false]);
-        assert!(carried(&one).is_empty());
+        assert!(carried(&one, &dims(&one)).is_empty());
         let dense = Dataset {
             rewards: vec![0.5; chained.len()],
             ..chained
         };
-        assert_eq!(carried(&dense), [5, 10, 15]);
+        assert_eq!(carried(&dense, &dims(&dense)), [5, 10, 15]);
     }
 
     #[test]
@@ -196,7 +176,7 @@ mod tests {
             .collect();
         d.next_observations = shuffled.into();
         assert_eq!(dims(&d), [false, false]);
-        assert!(carried(&d).is_empty());
+        assert!(carried(&d, &dims(&d)).is_empty());
     }
 
     #[test]
@@ -206,13 +186,6 @@ mod tests {
         next[2 * 7 + 1] += 0.5;
         d.next_observations = next.into();
         assert_eq!(dims(&d), [false, false]);
-        assert!(carried(&d).is_empty());
-    }
-
-    #[test]
-    fn ranges_join_neighbours() {
-        assert_eq!(ranges(&[2, 3]), "2-3");
-        assert_eq!(ranges(&[0, 4, 5, 6, 9]), "0, 4-6, 9");
-        assert_eq!(ranges(&[]), "");
+        assert!(carried(&d, &dims(&d)).is_empty());
     }
 }

@@ -102,11 +102,12 @@ impl ContextsLeftOut {
     /// The contexts of `data` and the rows that change one ([`crate::data::contexts`]),
     /// where any row does.
     pub fn of(data: &crate::data::Dataset) -> Option<(Self, Vec<usize>)> {
-        let carried = crate::data::contexts::carried(data);
+        let contexts = crate::data::contexts::dims(data);
+        let carried = crate::data::contexts::carried(data, &contexts);
         if carried.is_empty() {
             return None;
         }
-        let dims = (crate::data::contexts::dims(data).iter().enumerate())
+        let dims = (contexts.iter().enumerate())
             .filter_map(|(j, &c)| c.then_some(j))
             .collect();
         let rows = carried.len();
@@ -121,7 +122,7 @@ impl std::fmt::Display for ContextsLeftOut {
             "dims {} change only where an episode begins or after a reward, on a row that \
              still shows the last episode's (a goal, say); {} such rows left out of mining \
              and Q-learning",
-            crate::data::contexts::ranges(&self.dims),
+            crate::util::runs(self.dims.iter().map(|&j| j as u64), "-"),
             self.rows
         )
     }

@@ -403,7 +403,7 @@ impl Deep<'_> {
         let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
         let returns = trust::data_returns(data, cfg.dqn.gamma);
         let shown_near_max = trust::shown_near_max(&returns, max_return);
-        let baseline = data.reward_baseline();
+        let baseline = traced.baseline;
         let judge = |values: &[f32],
                      pair: Option<(&[f32], &[f32])>,
                      judged: &[usize],

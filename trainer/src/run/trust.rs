@@ -437,6 +437,8 @@ pub struct Traced {
     /// The fewest steps from each row to a reward through the data
     /// ([`paths::fewest_steps`]).
     pub paths: Option<paths::Steps>,
+    /// The data's cost per step, or 0 ([`Dataset::reward_baseline`]).
+    pub baseline: f32,
 }
 
 impl Traced {
@@ -473,6 +475,7 @@ impl Traced {
             reliability: near.as_ref().and_then(|n| steps_reliability(n)),
             paths: cfg.ways(data),
             traces,
+            baseline: data.reward_baseline(),
         }
     }
 }
@@ -583,7 +586,7 @@ pub fn assess(e: &Evidence) -> Trust {
     let n = data.len();
     let mut checks = vec![];
     // Where the rewards are a cost per step, a reward is what lies above it.
-    let cost = data.reward_baseline();
+    let cost = e.traced.baseline;
     let rewarded = (data.rewards.iter())
         .filter(|&&r| if cost != 0.0 { r > cost } else { r != 0.0 })
         .count();

@@ -201,7 +201,7 @@ pub(super) fn frames(
                 "{}: no such file; it holds the frames of `{key}` for episodes {} (from key \
                  `video_path` of {info_at} and the chunk and file of {episodes_at})",
                 path.display(),
-                span(members.iter().map(|&i| rows.episode[i]))
+                crate::util::runs(members.iter().map(|&i| rows.episode[i]), "..=")
             );
         }
         let mut video = Video::open(&path)?;
@@ -326,28 +326,6 @@ fn median_gap(times: &[f64]) -> f64 {
     gaps[gaps.len() / 2]
 }
 
-/// Episode numbers as `a..=b` runs: `0..=3, 7`.
-fn span(eps: impl Iterator<Item = u64>) -> String {
-    let mut v: Vec<u64> = eps.collect();
-    v.sort_unstable();
-    v.dedup();
-    let mut parts = vec![];
-    let mut k = 0;
-    while k < v.len() {
-        let mut j = k;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
-        }
-        parts.push(if j == k {
-            v[k].to_string()
-        } else {
-            format!("{}..={}", v[k], v[j])
-        });
-        k = j + 1;
-    }
-    parts.join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,7 +362,5 @@ mod tests {
         assert_eq!(nearest(&t, 0.14), 1);
         assert_eq!(nearest(&t, 0.16), 2);
         assert_eq!(nearest(&t, 9.0), 3);
-        assert_eq!(span([3, 0, 1, 2, 7, 9, 8].into_iter()), "0..=3, 7..=9");
-        assert_eq!(span([5].into_iter()), "5");
     }
 }
