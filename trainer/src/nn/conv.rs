@@ -1,17 +1,19 @@
 //! Convolutional networks for image observations `[C, H, W]`.
 //!
 //! Inside the networks images are channels-last, `[B, H * W, C]`: a convolution is then a
-//! gather of each output pixel's input patch (`index_select`, whose backward pass is a
-//! scatter-add) followed by one matrix product, and the transposed convolutions of the
-//! decoders are a matrix product per pixel followed by a depth-to-space reshuffle. On one
-//! CPU core this is several times faster than candle's `conv2d` / `conv_transpose2d`,
-//! whose weight gradients and transposed forward pass are direct loops.
+//! gather of each output pixel's input patch followed by one matrix product, one node of
+//! the graph on the CPU ([`super::ops::patch_dense`]; elsewhere candle's `index_select`,
+//! whose backward pass is a scatter-add, then the product), and the transposed
+//! convolutions of the decoders are a matrix product per pixel followed by a depth-to-space
+//! reshuffle. On one CPU core this is several times faster than candle's `conv2d` /
+//! `conv_transpose2d`, whose weight gradients and transposed forward pass are direct loops.
 
 use crate::data::Observations;
 use anyhow::{bail, Result};
 use candle_core::Tensor;
 use candle_nn::{Linear, VarBuilder};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Which network a stage builds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -199,6 +201,8 @@ pub struct Conv {
     linear: Linear,
     /// Flattened-pixel index of every patch element; `h * w` points at an appended zero.
     idx: Tensor,
+    /// The same indices as runs, for [`super::ops::patch_dense`].
+    patches: Arc<super::ops::Patches>,
     cin: usize,
     pub out_hw: (usize, usize),
 }
@@ -238,10 +242,12 @@ impl Conv {
             }
         }
         let n = idx.len();
+        let patches = Arc::new(super::ops::Patches::new(&idx, h * w));
         let idx = Tensor::from_vec(idx, n, vb.device())?;
         Ok(Conv {
             linear: candle_nn::linear(k * k * cin, cout, vb)?,
             idx,
+            patches,
             cin,
             out_hw: (ho, wo),
         })
@@ -254,6 +260,15 @@ impl Conv {
 
     /// [`Conv::forward`], then a ReLU when `relu`.
     pub fn apply(&self, x: &Tensor, relu: bool) -> candle_core::Result<Tensor> {
+        if let Some(y) = super::ops::patch_dense(&self.linear, x, &self.patches, relu)? {
+            return Ok(y);
+        }
+        self.apply_gathered(x, relu)
+    }
+
+    /// [`Conv::apply`] as candle's operations: the map padded with a zero pixel, its
+    /// patches gathered by `index_select`, then [`super::ops::dense`].
+    fn apply_gathered(&self, x: &Tensor, relu: bool) -> candle_core::Result<Tensor> {
         let (b, _, c) = x.dims3()?;
         let zero = Tensor::zeros((b, 1, c), x.dtype(), x.device())?;
         let padded = Tensor::cat(&[x, &zero], 1)?;
@@ -455,6 +470,69 @@ mod tests {
             .to_scalar::<f32>()
             .unwrap();
         assert!(diff < 1e-4, "{diff}");
+    }
+
+    /// The convolution as one node ([`crate::nn::ops::patch_dense`]) gives the values
+    /// and gradients of candle's padded copy, `index_select` and [`crate::nn::ops::dense`],
+    /// bit for bit: two layers, with and without a ReLU, on odd and even sizes, with the
+    /// input a variable or not.
+    #[test]
+    fn one_node_matches_the_gathered_patches_bit_for_bit() {
+        let dev = Device::Cpu;
+        let bits = |t: &Tensor| -> Vec<u32> {
+            let v: Vec<f32> = t.flatten_all().unwrap().to_vec1().unwrap();
+            v.iter().map(|v| v.to_bits()).collect()
+        };
+        for (batch, cin, (h, w), relu, input_var, seed) in [
+            (1, 1, (4, 4), true, false, 1),
+            (3, 3, (8, 6), true, true, 2),
+            (2, 4, (7, 9), false, true, 3),
+            (5, 2, (16, 16), true, false, 4),
+            (2, 3, (13, 10), true, true, 5),
+        ] {
+            let (vm, vb) = vb_on(&dev);
+            let c1 = Conv::new(vb.pp("a"), cin, 6, 4, 2, 1, (h, w)).unwrap();
+            let c2 = Conv::new(vb.pp("b"), 6, 5, 4, 2, 1, c1.out_hw).unwrap();
+            crate::nn::init_vars(&vm, seed).unwrap();
+            let x = candle_core::Var::from_tensor(
+                &Tensor::randn(0f32, 1.0, (batch, h * w, cin), &dev).unwrap(),
+            )
+            .unwrap();
+            let xt = if input_var {
+                x.as_tensor().clone()
+            } else {
+                x.as_tensor().detach()
+            };
+            let loss = |y: Tensor| y.sqr().unwrap().sum_all().unwrap();
+            let ours = c2.apply(&c1.apply(&xt, relu).unwrap(), relu).unwrap();
+            let theirs = c2
+                .apply_gathered(&c1.apply_gathered(&xt, relu).unwrap(), relu)
+                .unwrap();
+            assert_eq!(ours.dims(), theirs.dims());
+            assert_eq!(bits(&ours), bits(&theirs), "{batch}x{cin}x{h}x{w}");
+            let (g1, g2) = (
+                loss(ours).backward().unwrap(),
+                loss(theirs).backward().unwrap(),
+            );
+            let mut vars: Vec<Tensor> = vm
+                .all_vars()
+                .iter()
+                .map(|v| v.as_tensor().clone())
+                .collect();
+            if input_var {
+                vars.push(x.as_tensor().clone());
+            } else {
+                assert!(g1.get(x.as_tensor()).is_none());
+            }
+            for v in &vars {
+                assert_eq!(
+                    bits(g1.get(v).unwrap()),
+                    bits(g2.get(v).unwrap()),
+                    "gradient of {:?} at {batch}x{cin}x{h}x{w}",
+                    v.dims()
+                );
+            }
+        }
     }
 
     /// Each input pixel's 2x2 output block lands at (2i + a, 2j + b).

@@ -1,14 +1,16 @@
-//! A fully connected layer, and its element-wise parts (bias and ReLU), with backward
-//! passes written for the CPU.
+//! A fully connected layer, its element-wise parts (bias and ReLU), and a convolution as
+//! that layer on gathered patches, with backward passes written for the CPU.
 //!
 //! Candle's own backward passes are correct but slow for LAQ's small networks: the bias
-//! gradient is a reduction that divides two integers per element, the ReLU gradient takes
-//! five tensor operations, and every node of the graph adds its gradient to a fresh tensor
-//! of zeros. A layer as candle builds it is four nodes (transpose, product, bias, ReLU);
-//! [`dense`] is one. These give the same values and the same gradients, bit for bit (the
-//! products are the same `gemm` calls, the bias gradient sums the rows in the same order,
-//! from zero), so trained models do not change; off the CPU, and for anything but `f32`,
-//! candle's operations run as before.
+//! gradient is a reduction that divides two integers per element, the ReLU gradient
+//! takes five tensor operations, and every node of the graph adds its gradient to a
+//! fresh tensor of zeros. A layer as candle builds it is four nodes (transpose,
+//! product, bias, ReLU); [`dense`] is one, and [`patch_dense`] folds a convolution's
+//! patch gather (three nodes as candle builds it: a padded copy, `index_select`,
+//! reshape) into it. These give the same values and the same gradients, bit for bit
+//! (the products are the same `gemm` calls, the bias gradient sums the rows in the same
+//! order, from zero), so trained models do not change; off the CPU, and for anything
+//! but `f32`, candle's operations run as before.
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -21,7 +23,7 @@
 
 use candle_core::{CpuStorage, DType, Layout, Shape, Storage, Tensor};
 use candle_nn::Linear;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// `x [B, N] + b [N]` on every row.
 pub fn add_bias(x: &Tensor, b: &Tensor) -> candle_core::Result<Tensor> {
@@ -79,10 +81,7 @@ pub fn dense(l: &Linear, x: &Tensor, relu: bool) -> candle_core::Result<Tensor> 
     let rows_of = |x: &Tensor| (2..=4).contains(&x.rank()) && x.is_contiguous();
     match l.bias() {
         Some(b) if fast(x) && fast(w) && fast(b) && w.rank() == 2 && rows_of(x) => {
-            let op = Dense {
-                relu,
-                zeros: OnceLock::new(),
-            };
+            let op = Dense::new(relu);
             let dims = x.dims();
             let (lead, inputs) = dims.split_at(dims.len() - 1);
             let rows = x.reshape((lead.iter().product::<usize>(), inputs[0]))?;
@@ -203,31 +202,22 @@ struct Dense {
     zeros: OnceLock<Vec<usize>>,
 }
 
-impl candle_core::CustomOp3 for Dense {
-    fn name(&self) -> &'static str {
-        "dense"
+impl Dense {
+    fn new(relu: bool) -> Self {
+        Dense {
+            relu,
+            zeros: OnceLock::new(),
+        }
     }
 
-    fn cpu_fwd(
+    /// `x [rows, in] W^T + b`, then the ReLU when `relu`, as a row-major `[rows, out]`.
+    fn forward(
         &self,
-        sx: &CpuStorage,
-        lx: &Layout,
-        sw: &CpuStorage,
-        lw: &Layout,
-        sb: &CpuStorage,
-        lb: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (x, w, b) = (values(sx, lx)?, values(sw, lw)?, values(sb, lb)?);
-        let (rows, inputs) = lx.shape().dims2()?;
-        let (outputs, w_inputs) = lw.shape().dims2()?;
-        if w_inputs != inputs || b.len() != outputs {
-            candle_core::bail!(
-                "a layer of weights {:?} and bias {:?} on inputs {:?}",
-                lw.shape(),
-                lb.shape(),
-                lx.shape()
-            )
-        }
+        x: &[f32],
+        w: &[f32],
+        b: &[f32],
+        (rows, inputs, outputs): (usize, usize, usize),
+    ) -> candle_core::Result<Vec<f32>> {
         // x [rows, in] times the transposed view of w [out, in], as `linear` multiplies.
         // Written row-major, gemm copies w into its own layout first; written column-major,
         // it copies x instead, and the result must be transposed back. The sums are the
@@ -264,19 +254,20 @@ impl candle_core::CustomOp3 for Dense {
                 *y = y.max(0.0);
             }
         }
-        Ok((CpuStorage::F32(y), Shape::from((rows, outputs))))
+        Ok(y)
     }
 
-    fn bwd(
+    /// The gradients of [`Dense::forward`] from the gradient of its output: of the input
+    /// rows (only when `input`), of the weights and of the bias, as candle computes them.
+    fn backward(
         &self,
-        x: &Tensor,
+        x: &[f32],
         w: &Tensor,
-        _b: &Tensor,
         res: &Tensor,
         grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (rows, inputs) = x.dims2()?;
-        let outputs = w.dim(0)?;
+        (rows, inputs, outputs): (usize, usize, usize),
+        input: bool,
+    ) -> candle_core::Result<DenseGrads> {
         let mut g: Vec<f32> = grad.flatten_all()?.to_vec1()?;
         if self.relu {
             let zeros = self.zeros.get().map(Vec::as_slice).unwrap_or_default();
@@ -303,26 +294,300 @@ impl candle_core::CustomOp3 for Dense {
                 *s += g;
             }
         }
-        let dev = grad.device();
         // Candle's matmul backward: grad (w^T)^T for x.
-        let gx = if x.track_op() {
-            let gx = with_values(w, |w| {
+        let gx = if input {
+            Some(with_values(w, |w| {
                 product((rows, inputs, outputs), &g, (outputs, 1), w, (inputs, 1))
-            })?;
-            Some(Tensor::from_vec(gx, (rows, inputs), dev)?)
+            })?)
         } else {
             None
         };
         // Candle computes x^T grad and transposes it; grad^T x is the same sums of the same
         // products in the same order, written where they belong.
-        let gw = with_values(x, |x| {
-            product((outputs, inputs, rows), &g, (1, outputs), x, (inputs, 1))
-        })?;
+        let gw = product((outputs, inputs, rows), &g, (1, outputs), x, (inputs, 1))?;
+        Ok(DenseGrads { gx, gw, gb })
+    }
+}
+
+/// What [`Dense::backward`] gives: row-major host vectors.
+struct DenseGrads {
+    gx: Option<Vec<f32>>,
+    gw: Vec<f32>,
+    gb: Vec<f32>,
+}
+
+impl DenseGrads {
+    /// As the backward pass returns them, the input's gradient in the input's `shape`.
+    fn tensors(
+        self,
+        shape: &[usize],
+        (outputs, inputs): (usize, usize),
+        dev: &candle_core::Device,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         Ok((
-            gx,
-            Some(Tensor::from_vec(gw, (outputs, inputs), dev)?),
-            Some(Tensor::from_vec(gb, outputs, dev)?),
+            self.gx
+                .map(|gx| Tensor::from_vec(gx, shape, dev))
+                .transpose()?,
+            Some(Tensor::from_vec(self.gw, (outputs, inputs), dev)?),
+            Some(Tensor::from_vec(self.gb, outputs, dev)?),
         ))
+    }
+}
+
+/// The sizes of a layer of weights `lw` and bias `lb` on `[rows, inputs]`, checked.
+fn layer_sizes(
+    rows: usize,
+    inputs: usize,
+    lx: &Layout,
+    lw: &Layout,
+    lb: &Layout,
+) -> candle_core::Result<(usize, usize, usize)> {
+    let (outputs, w_inputs) = lw.shape().dims2()?;
+    if w_inputs != inputs || lb.shape().elem_count() != outputs {
+        candle_core::bail!(
+            "a layer of weights {:?} and bias {:?} on inputs {:?}",
+            lw.shape(),
+            lb.shape(),
+            lx.shape()
+        )
+    }
+    Ok((rows, inputs, outputs))
+}
+
+impl candle_core::CustomOp3 for Dense {
+    fn name(&self) -> &'static str {
+        "dense"
+    }
+
+    fn cpu_fwd(
+        &self,
+        sx: &CpuStorage,
+        lx: &Layout,
+        sw: &CpuStorage,
+        lw: &Layout,
+        sb: &CpuStorage,
+        lb: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (x, w, b) = (values(sx, lx)?, values(sw, lw)?, values(sb, lb)?);
+        let (rows, inputs) = lx.shape().dims2()?;
+        let sizes = layer_sizes(rows, inputs, lx, lw, lb)?;
+        let y = self.forward(x, w, b, sizes)?;
+        Ok((CpuStorage::F32(y), Shape::from((rows, sizes.2))))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _b: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (rows, inputs) = x.dims2()?;
+        let sizes = (rows, inputs, w.dim(0)?);
+        let grads = with_values(x, |xv| self.backward(xv, w, res, grad, sizes, x.track_op()))?;
+        grads.tensors(x.dims(), (sizes.2, inputs), grad.device())
+    }
+}
+
+/// Which pixel of a channels-last map every element of every output pixel's patch reads,
+/// as runs: a patch row inside the map is one run of consecutive pixels, and elements
+/// outside it a run of zeros. Built once per layer; [`patch_dense`] copies and adds whole
+/// runs instead of one pixel at a time.
+///
+/// ```
+/// // Two output pixels of a 1x3 map, patches of two: (0, 1) and (2, outside).
+/// let p = laq::nn::ops::Patches::new(&[0, 1, 2, 3], 3);
+/// assert_eq!(p.len(), 4);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Patches {
+    /// Pixels of the map read.
+    pixels: usize,
+    /// Patch elements, over every output pixel.
+    len: usize,
+    /// The first pixel of each run ([`Patches::ZERO`] for zeros) and its length.
+    runs: Vec<(u32, u32)>,
+}
+
+impl Patches {
+    const ZERO: u32 = u32::MAX;
+
+    /// From the pixel of each patch element, in order; one at or past `pixels` reads zero.
+    pub fn new(idx: &[u32], pixels: usize) -> Self {
+        let mut runs: Vec<(u32, u32)> = vec![];
+        for &j in idx {
+            let j = if (j as usize) < pixels { j } else { Self::ZERO };
+            match runs.last_mut() {
+                Some((s, n))
+                    if (*s == Self::ZERO && j == Self::ZERO)
+                        || (*s != Self::ZERO && j != Self::ZERO && *s + *n == j) =>
+                {
+                    *n += 1
+                }
+                _ => runs.push((j, 1)),
+            }
+        }
+        Patches {
+            pixels,
+            len: idx.len(),
+            runs,
+        }
+    }
+
+    /// Patch elements, over every output pixel.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A convolution as one node of the graph: each output pixel's patch is gathered from a
+/// channels-last map `[B, P, C]` ([`Patches`]), then multiplied as [`dense`] multiplies
+/// rows. The same values and gradients, bit for bit, as candle's `index_select` of the
+/// patches from the map padded with a zero pixel, followed by [`dense`] (the gather
+/// copies; the input's gradient is added back pixel by pixel in `index_add`'s order,
+/// from zero), without the padded copy of the map, the zeroed patch buffer, and the two
+/// zeroed gradients those nodes add. `None` where it does not apply (off the CPU, not
+/// `f32`, no bias, a strided map): the caller takes candle's operations.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+/// // A 1x2 map of one channel; two output pixels, each a patch of (pixel, zero).
+/// let w = Tensor::new(&[[2f32, 5.0]], &Device::Cpu)?;
+/// let layer = candle_nn::Linear::new(w, Some(Tensor::new(&[1f32], &Device::Cpu)?));
+/// let x = Tensor::new(&[[[3f32], [4.0]]], &Device::Cpu)?;
+/// let patches = std::sync::Arc::new(laq::nn::ops::Patches::new(&[0, 2, 1, 2], 2));
+/// let y = laq::nn::ops::patch_dense(&layer, &x, &patches, false)?.unwrap();
+/// assert_eq!(y.to_vec3::<f32>()?, [[[7.0], [9.0]]]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn patch_dense(
+    l: &Linear,
+    x: &Tensor,
+    patches: &Arc<Patches>,
+    relu: bool,
+) -> candle_core::Result<Option<Tensor>> {
+    let w = l.weight();
+    let Some(b) = l.bias() else {
+        return Ok(None);
+    };
+    if !(fast(x) && fast(w) && fast(b) && x.rank() == 3 && w.rank() == 2 && x.is_contiguous()) {
+        return Ok(None);
+    }
+    let (_, p, c) = x.dims3()?;
+    let inputs = w.dim(1)?;
+    if p != patches.pixels
+        || c == 0
+        || !inputs.is_multiple_of(c)
+        || patches.is_empty()
+        || !patches.len.is_multiple_of(inputs / c)
+    {
+        candle_core::bail!(
+            "patches of {} elements over {} pixels and weights {:?} on a map {:?}",
+            patches.len,
+            patches.pixels,
+            w.dims(),
+            x.dims()
+        )
+    }
+    let op = PatchDense {
+        patches: patches.clone(),
+        dense: Dense::new(relu),
+        cols: OnceLock::new(),
+    };
+    x.apply_op3(&w.contiguous()?, &b.contiguous()?, op)
+        .map(Some)
+}
+
+/// [`patch_dense`]'s node; `cols` keeps the gathered patches for the weights' gradient.
+struct PatchDense {
+    patches: Arc<Patches>,
+    dense: Dense,
+    cols: OnceLock<Vec<f32>>,
+}
+
+impl candle_core::CustomOp3 for PatchDense {
+    fn name(&self) -> &'static str {
+        "patch-dense"
+    }
+
+    fn cpu_fwd(
+        &self,
+        sx: &CpuStorage,
+        lx: &Layout,
+        sw: &CpuStorage,
+        lw: &Layout,
+        sb: &CpuStorage,
+        lb: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (x, w, b) = (values(sx, lx)?, values(sw, lw)?, values(sb, lb)?);
+        let (batch, p, c) = lx.shape().dims3()?;
+        let inputs = lw.shape().dims2()?.1;
+        let pixels = self.patches.len * c / inputs.max(1);
+        let sizes = layer_sizes(batch * pixels, inputs, lx, lw, lb)?;
+        let mut cols = Vec::with_capacity(batch * self.patches.len * c);
+        for map in x.chunks_exact((p * c).max(1)).take(batch) {
+            for &(start, n) in &self.patches.runs {
+                let (start, n) = (start as usize, n as usize);
+                if start == Patches::ZERO as usize {
+                    cols.resize(cols.len() + n * c, 0.0);
+                } else {
+                    cols.extend_from_slice(&map[start * c..(start + n) * c]);
+                }
+            }
+        }
+        let y = self.dense.forward(&cols, w, b, sizes)?;
+        let _ = self.cols.set(cols);
+        Ok((CpuStorage::F32(y), Shape::from((batch, pixels, sizes.2))))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _b: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (batch, p, c) = x.dims3()?;
+        let (outputs, inputs) = w.dims2()?;
+        let pixels = self.patches.len * c / inputs.max(1);
+        let sizes = (batch * pixels, inputs, outputs);
+        let Some(cols) = self.cols.get() else {
+            candle_core::bail!("patch-dense: backward pass before its forward pass")
+        };
+        let grads = self
+            .dense
+            .backward(cols, w, res, grad, sizes, x.track_op())?;
+        // Each patch element's gradient goes back to its pixel in the order of the
+        // elements, as `index_add` adds them; the zeros' are dropped, as the padded
+        // copy's were.
+        let gx = grads.gx.as_ref().map(|gcols| {
+            let mut gx = vec![0f32; batch * p * c];
+            let per_map = self.patches.len * c;
+            for (map, gc) in gx
+                .chunks_exact_mut((p * c).max(1))
+                .zip(gcols.chunks_exact(per_map.max(1)))
+            {
+                let mut at = 0;
+                for &(start, n) in &self.patches.runs {
+                    let (start, n) = (start as usize, n as usize);
+                    if start != Patches::ZERO as usize {
+                        let dst = &mut map[start * c..(start + n) * c];
+                        for (d, g) in dst.iter_mut().zip(&gc[at..at + n * c]) {
+                            *d += g;
+                        }
+                    }
+                    at += n * c;
+                }
+            }
+            gx
+        });
+        DenseGrads { gx, ..grads }.tensors(x.dims(), (outputs, inputs), grad.device())
     }
 }
 
@@ -546,6 +811,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Runs join consecutive pixels and consecutive zeros, and nothing else.
+    #[test]
+    fn patches_run_over_consecutive_pixels() {
+        let z = Patches::ZERO;
+        assert_eq!(Patches::new(&[0, 1, 2, 3], 3).runs, [(0, 3), (z, 1)]);
+        assert_eq!(
+            Patches::new(&[5, 5, 0, 1, 9, 6, 2, 3], 6).runs,
+            [(5, 1), (5, 1), (0, 2), (z, 2), (2, 2)]
+        );
+        assert!(Patches::new(&[], 4).is_empty());
+    }
+
+    /// A map or a layer that does not fit the patches is an error, not a panic.
+    #[test]
+    fn patches_that_do_not_fit_are_an_error() {
+        let dev = Device::Cpu;
+        let layer = Linear::new(
+            Tensor::zeros((1, 2), DType::F32, &dev).unwrap(),
+            Some(Tensor::zeros(1, DType::F32, &dev).unwrap()),
+        );
+        let patches = Arc::new(Patches::new(&[0, 2, 1, 2], 2));
+        let fits = Tensor::zeros((1, 2, 1), DType::F32, &dev).unwrap();
+        assert!(patch_dense(&layer, &fits, &patches, true)
+            .unwrap()
+            .is_some());
+        for shape in [(1, 3, 1), (1, 2, 3), (1, 2, 4)] {
+            let x = Tensor::zeros(shape, DType::F32, &dev).unwrap();
+            assert!(
+                patch_dense(&layer, &x, &patches, true).is_err(),
+                "{shape:?}"
+            );
+        }
+        let odd = Arc::new(Patches::new(&[0, 2, 1], 2));
+        assert!(patch_dense(&layer, &fits, &odd, true).is_err());
+        let unbiased = Linear::new(Tensor::zeros((1, 2), DType::F32, &dev).unwrap(), None);
+        assert!(patch_dense(&unbiased, &fits, &patches, true)
+            .unwrap()
+            .is_none());
     }
 
     #[test]
