@@ -32,9 +32,18 @@ pub fn read_arrays(path: &Path) -> Result<BTreeMap<String, RawArray>> {
         Format::Npz => read_npz(std::io::BufReader::new(
             std::fs::File::open(path).with_context(cannot_read)?,
         )),
-        Format::Safetensors => read_safetensors(&std::fs::read(path).with_context(cannot_read)?),
+        Format::Safetensors => {
+            // Read whole, then copied array by array: twice the file at the peak.
+            let len = std::fs::metadata(path).with_context(cannot_read)?.len();
+            crate::util::memory::ensure_fits(
+                &path.display().to_string(),
+                "a .safetensors file, read whole and then copied",
+                len.saturating_mul(2),
+            )?;
+            read_safetensors(&std::fs::read(path).with_context(cannot_read)?)
+        }
     };
-    res.with_context(|| format!("cannot parse {}", path.display()))
+    res.with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// Writes arrays atomically (temporary file, then rename).
@@ -113,10 +122,26 @@ fn read_npz<R: Read + std::io::Seek>(reader: R) -> Result<BTreeMap<String, RawAr
     if zip.has_duplicate_names() {
         bail!("the archive holds a name more than once; which one is meant cannot be told");
     }
+    // All at once first, from the archive's directory: refused before reading, rather
+    // than after the arrays that fit.
+    let mut total = 0u64;
+    for i in 0..zip.len() {
+        total = total.saturating_add(zip.by_index_raw(i)?.size());
+    }
+    crate::util::memory::ensure_fits(
+        &format!("the archive's {} arrays", zip.len()),
+        "uncompressed",
+        total,
+    )?;
     let mut out = BTreeMap::new();
     for i in 0..zip.len() {
         let mut f = zip.by_index(i)?;
         let name = f.name()?.to_string();
+        crate::util::memory::ensure_fits(
+            &format!("`{}`", name.strip_suffix(".npy").unwrap_or(&name)),
+            "an array of the archive, uncompressed",
+            f.size(),
+        )?;
         // The size is the archive's own claim: a corrupt one may ask for more memory than
         // there is, which is an error here rather than an abort.
         let mut buf = Vec::new();

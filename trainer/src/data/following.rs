@@ -123,6 +123,13 @@ pub fn next_from_rows(arrays: &mut BTreeMap<String, RawArray>) -> Result<Option<
     };
     let timeouts = flags("timeouts")?.unwrap_or_else(|| vec![false; n]);
     let f = Following::of(&terminals, &timeouts).any_left()?;
+    // The next observations, then the kept rows of each array, are new copies.
+    let row = (obs.bytes.len() / n.max(1)) as u64;
+    crate::util::memory::ensure_fits(
+        "`next_observations`",
+        "each row's next row in its episode, beside a copy of the kept rows",
+        row.saturating_mul(2 * f.next_row.len() as u64),
+    )?;
     let next = rows(obs, &f.next_row);
     for (k, a) in arrays.iter_mut() {
         if a.shape.first() == Some(&n) {

@@ -1,7 +1,8 @@
 //! What every layer uses: atomic file writes, the one safetensors writer, logging and
-//! progress bars, statistics, nearest neighbours.
+//! progress bars, statistics, nearest neighbours, the memory left for a dataset.
 
 pub mod io;
+pub mod memory;
 pub mod neighbours;
 pub mod parallel;
 pub mod progress;

@@ -212,6 +212,14 @@ fn read(ds: &hdf5_reader::Dataset, key: &str) -> Result<RawArray> {
         .map(|&d| usize::try_from(d))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| anyhow!("key `{key}`: shape {:?} too large", ds.shape()))?;
+    let len = shape
+        .iter()
+        .try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d as u64));
+    crate::util::memory::ensure_fits(
+        &format!("`{key}`"),
+        &format!("{shape:?} {}", dtype.name()),
+        len.unwrap_or(u64::MAX),
+    )?;
     // The elements as stored, in the file's byte order, after the filters.
     let mut bytes = ds.read_raw_bytes().map_err(|e| {
         // Compressors outside HDF5's own set that h5py's plugins add (Blosc, bitshuffle,
