@@ -271,7 +271,15 @@ fn train(
                         data.obs_shape
                     );
                     let trained = laq::run::train::train(&data, &cfg, &device, None)?;
-                    laq::run::dir::write_run(&out, &data, &trained, "numpy arrays", &[])?;
+                    let fingerprint = data.fingerprint();
+                    laq::run::dir::write_run(
+                        &out,
+                        &data,
+                        &trained,
+                        "numpy arrays",
+                        &fingerprint,
+                        &[],
+                    )?;
                     Ok(())
                 })
             })?;

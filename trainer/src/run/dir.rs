@@ -65,6 +65,7 @@ pub fn write_run(
     data: &Dataset,
     tr: &Trained,
     source: &str,
+    fingerprint: &str,
     reading: &[String],
 ) -> Result<RunMetrics> {
     let cfg = &tr.config;
@@ -93,7 +94,7 @@ pub fn write_run(
     write_text(&dir.join(CONFIG_FILE), &cfg.to_toml()?)?;
     let run = RunInfo {
         data: source.to_string(),
-        data_fingerprint: data.fingerprint(),
+        data_fingerprint: fingerprint.to_string(),
         transitions: data.len(),
         seed: cfg.seed,
         laq_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -136,6 +136,7 @@ pub fn launch(
         &data,
         &trained,
         &data_path.display().to_string(),
+        &identity.data_fingerprint,
         &reading,
     )?;
     ckpt.finish()?;

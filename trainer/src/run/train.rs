@@ -1371,7 +1371,15 @@ mod tests {
             assert!(bytes(&resumed) == reference, "{stage} {step}");
         }
         let dir = tempfile::tempdir().unwrap();
-        let m = crate::run::dir::write_run(dir.path(), &data, &whole, "squares.npz", &[]).unwrap();
+        let m = crate::run::dir::write_run(
+            dir.path(),
+            &data,
+            &whole,
+            "squares.npz",
+            &data.fingerprint(),
+            &[],
+        )
+        .unwrap();
         assert_eq!(m.obs_shape, [3, 32, 32]);
         assert_eq!(crate::run::record::RunMetrics::read(dir.path()).unwrap(), m);
         let run = crate::run::record::RunInfo::read(dir.path()).unwrap();

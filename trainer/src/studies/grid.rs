@@ -126,6 +126,7 @@ pub fn gridworld(out: &Path, study: &GridStudy, device: &Device) -> Result<(Valu
         &data,
         &trained,
         "the built-in grid world",
+        &data.fingerprint(),
         &[],
     )?;
     time("latent: mine, Q-learn, export", t);
