@@ -2,7 +2,11 @@
 //! warnings and errors, `-v` adds debug detail, `-vv` trace) and the progress of long
 //! stages: a bar on a terminal, a line a minute in a log.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
+use indicatif::style::ProgressTracker;
+use indicatif::{
+    HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle, TermLike,
+};
+use std::fmt;
 use std::io::{self, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -103,14 +107,18 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
         None
     } else if std::io::stderr().is_terminal() {
         bar.set_draw_target(ProgressDrawTarget::stderr());
-        Some("{prefix:>24} [{bar:30}] {pos}/{len} {msg} ({eta})")
+        Some("{prefix:>24} [{bar:30}] {pos}/{len} {msg} ({left})")
     } else {
         let lines = LogLines::new(LOG_EVERY, |line| log::info!("{line}"));
         bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(lines), 1));
-        Some("{prefix}: step {pos} of {len} ({percent}%), {msg}, about {eta} left")
+        Some("{prefix}: step {pos} of {len} ({percent}%), {msg}, about {left} left")
     };
     if let Some(style) = template.and_then(|t| ProgressStyle::with_template(t).ok()) {
-        bar.set_style(style.progress_chars("=> "));
+        bar.set_style(
+            style
+                .with_key("left", AveragePace::default())
+                .progress_chars("=> "),
+        );
     }
     let prefix = LABEL.with(|l| match l.borrow().as_deref() {
         Some(label) => format!("{label}: {what}"),
@@ -118,6 +126,49 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
     });
     bar.set_prefix(prefix);
     bar
+}
+
+/// The time a stage has left at its average pace since the bar first saw it.
+/// indicatif's own `{eta}` follows the last seconds' pace, and a stage that pauses at
+/// intervals (Q-learning at each target copy, which recomputes every target along the
+/// data's trajectories) read "about 4h left" seven minutes from its end. A resumed
+/// stage's pace counts from where it resumed.
+#[derive(Clone, Default)]
+struct AveragePace {
+    from: Option<(u64, Instant)>,
+}
+
+impl ProgressTracker for AveragePace {
+    fn clone_box(&self) -> Box<dyn ProgressTracker> {
+        Box::new(self.clone())
+    }
+
+    fn tick(&mut self, state: &ProgressState, now: Instant) {
+        self.from.get_or_insert((state.pos(), now));
+    }
+
+    fn reset(&mut self, _: &ProgressState, _: Instant) {
+        self.from = None;
+    }
+
+    fn write(&self, state: &ProgressState, w: &mut dyn fmt::Write) {
+        let left = self.from.zip(state.len()).and_then(|((pos, at), len)| {
+            time_left(
+                state.pos().saturating_sub(pos),
+                at.elapsed(),
+                len.saturating_sub(state.pos()),
+            )
+        });
+        let _ = match left {
+            Some(d) => write!(w, "{:#}", HumanDuration(d)),
+            None => write!(w, "?"),
+        };
+    }
+}
+
+/// `left` steps at the pace of `done` steps in `took`; unknown before the first step.
+fn time_left(done: u64, took: Duration, left: u64) -> Option<Duration> {
+    (done > 0).then(|| took.mul_f64(left as f64 / done as f64))
 }
 
 /// A draw target that passes a bar's line on at most once per period, from the period's
@@ -228,5 +279,37 @@ mod tests {
         );
         let slow = LogLines::new(Duration::from_secs(3600), |_| panic!("logged early"));
         slow.line("Q-learning: step 1 of 100");
+    }
+
+    /// The time left follows the stage's average pace, however its last seconds went.
+    #[test]
+    fn time_left_is_at_the_average_pace() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(time_left(2000, minute, 8000), Some(4 * minute));
+        assert_eq!(time_left(0, minute, 8000), None);
+        assert_eq!(time_left(10, minute, 0), Some(Duration::ZERO));
+        static SEEN: Mutex<Vec<String>> = Mutex::new(vec![]);
+        let bar = ProgressBar::with_draw_target(
+            Some(100),
+            ProgressDrawTarget::term_like(Box::new(LogLines::new(Duration::ZERO, |line| {
+                SEEN.lock().unwrap().push(line.to_string())
+            }))),
+        );
+        bar.set_style(
+            ProgressStyle::with_template("{pos}: {left}")
+                .unwrap()
+                .with_key("left", AveragePace::default()),
+        );
+        // Resumed at 30: nothing is known of the pace until a step is done.
+        bar.set_position(30);
+        std::thread::sleep(Duration::from_millis(100));
+        bar.set_position(40);
+        let seen = SEEN.lock().unwrap().clone();
+        assert!(seen.contains(&"30: ?".to_string()), "{seen:?}");
+        let at_40 = seen
+            .iter()
+            .find(|l| l.starts_with("40: "))
+            .expect("a line at 40");
+        assert!(at_40.ends_with('s') && !at_40.ends_with('?'), "{seen:?}");
     }
 }
