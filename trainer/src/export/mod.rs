@@ -426,9 +426,9 @@ impl ValueModel {
     /// The first linear layer's inputs `[n, in_0]` for raw states `[n * D]`: the
     /// standardised states, or for an image model (states `[C, H, W]`) the flattened
     /// last feature map. The convolutions are the trainer's own ([`crate::nn::conv::Conv`]:
-    /// each patch gathered straight into one matrix product); candle's `conv2d`, which
-    /// gathers its patches element by element, took four to five times as long
-    /// ([`ValueModel::features_conv2d`], kept as the check of the layout).
+    /// each patch row copied whole into one matrix product), as candle's `conv2d`
+    /// gathers its patches element by element ([`ValueModel::features_conv2d`], kept as
+    /// a second reading of the layout).
     pub fn features(&self, states: &[f32], device: &Device) -> Result<Tensor> {
         let d = self.input_dim();
         let n = states.len() / d.max(1);

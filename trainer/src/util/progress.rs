@@ -131,8 +131,8 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
 /// The time a stage has left at its average pace since the bar first saw it.
 /// indicatif's own `{eta}` follows the last seconds' pace, and a stage that pauses at
 /// intervals (Q-learning at each target copy, which recomputes every target along the
-/// data's trajectories) read "about 4h left" seven minutes from its end. A resumed
-/// stage's pace counts from where it resumed.
+/// data's trajectories) read hours left minutes before it ended. A resumed stage's
+/// pace counts from where it resumed.
 #[derive(Clone, Default)]
 struct AveragePace {
     from: Option<(u64, Instant)>,
