@@ -35,12 +35,14 @@ pub fn read_arrays(path: &Path) -> Result<BTreeMap<String, RawArray>> {
         Format::Safetensors => {
             // Read whole, then copied array by array: twice the file at the peak.
             let len = std::fs::metadata(path).with_context(cannot_read)?.len();
-            crate::util::memory::ensure_fits(
-                &path.display().to_string(),
+            match crate::util::memory::ensure_fits(
+                "the file",
                 "a .safetensors file, read whole and then copied",
                 len.saturating_mul(2),
-            )?;
-            read_safetensors(&std::fs::read(path).with_context(cannot_read)?)
+            ) {
+                Ok(()) => read_safetensors(&std::fs::read(path).with_context(cannot_read)?),
+                Err(e) => Err(e),
+            }
         }
     };
     res.with_context(|| format!("cannot read {}", path.display()))

@@ -42,7 +42,26 @@ pub fn available() -> Option<u64> {
 /// An error when `bytes` (of `what`, a key or a file, and `detail`, its shape and type)
 /// exceed what [`available`] says is left; nothing is said where that is not known.
 pub fn ensure_fits(what: &str, detail: &str, bytes: u64) -> Result<()> {
+    #[cfg(test)]
+    if let Some(left) = LEFT.with(|l| l.get()) {
+        return check(what, detail, bytes, Some(left));
+    }
     check(what, detail, bytes, available())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// What [`ensure_fits`] takes as left on this thread, for the readers' tests.
+    static LEFT: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// `f` with `bytes` taken as the memory left, on this thread.
+#[cfg(test)]
+pub(crate) fn with_left<T>(bytes: u64, f: impl FnOnce() -> T) -> T {
+    LEFT.with(|l| l.set(Some(bytes)));
+    let out = f();
+    LEFT.with(|l| l.set(None));
+    out
 }
 
 /// [`ensure_fits`] against a given amount of memory left.
@@ -66,20 +85,91 @@ pub fn check(what: &str, detail: &str, bytes: u64, available: Option<u64>) -> Re
             "{what} ({detail}): {} in memory, and this machine has {} left; laq holds a \
              dataset in memory whole (u8 frames as u8, next observations too), so give it \
              fewer transitions (a file of part of the data) or smaller frames",
-            gigabytes(bytes),
-            gigabytes(left)
+            size(bytes),
+            size(left)
         );
     }
     Ok(())
 }
 
-fn gigabytes(bytes: u64) -> String {
-    format!("{:.1} GB", bytes as f64 / 1e9)
+fn size(bytes: u64) -> String {
+    let b = bytes as f64;
+    match b {
+        b if b >= 1e9 => format!("{:.1} GB", b / 1e9),
+        b if b >= 1e6 => format!("{:.1} MB", b / 1e6),
+        b => format!("{:.1} kB", b / 1e3),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each reader asks before it holds: a file that does not fit is refused with its
+    /// name and what it needs, one that fits is read.
+    #[test]
+    fn the_readers_refuse_what_does_not_fit() {
+        use crate::data::{Dataset, ObsStorage};
+        let (n, d) = (50usize, 3 * 8 * 8);
+        let data = Dataset {
+            obs_shape: vec![3, 8, 8],
+            observations: (0..n * d)
+                .map(|j| (j % 256) as f32)
+                .collect::<Vec<_>>()
+                .into(),
+            next_observations: (0..n * d)
+                .map(|j| (j % 7) as f32)
+                .collect::<Vec<_>>()
+                .into(),
+            rewards: vec![0.0; n],
+            terminals: vec![false; n],
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        // 2 x 9,600 bytes of u8 frames, and the flags.
+        for (name, why) in [
+            ("d.npz", "the archive's"),
+            ("d.safetensors", "a .safetensors file"),
+        ] {
+            let p = dir.path().join(name);
+            data.save_as(&p, ObsStorage::U8).unwrap();
+            let e = with_left(15_000, || Dataset::load(&p)).unwrap_err();
+            let msg = format!("{e:#}");
+            assert!(
+                msg.contains(&format!("cannot read {}", p.display())),
+                "{msg}"
+            );
+            assert!(msg.contains(why) && msg.contains("15.0 kB left"), "{msg}");
+            assert!(with_left(1 << 30, || Dataset::load(&p)).is_ok(), "{name}");
+        }
+        // Next observations built from the rows that follow: twice the frames again.
+        let mut arrays = std::collections::BTreeMap::new();
+        let frames = crate::data::array::RawArray {
+            dtype: crate::data::array::DType::U8,
+            shape: vec![n, 3, 8, 8],
+            bytes: vec![7; n * d],
+        };
+        arrays.insert("observations".to_string(), frames);
+        let flags = crate::data::array::RawArray {
+            dtype: crate::data::array::DType::Bool,
+            shape: vec![n],
+            bytes: (0..n).map(|i| u8::from(i == n - 1)).collect(),
+        };
+        arrays.insert("terminals".to_string(), flags);
+        let e = with_left(10_000, || {
+            crate::data::following::next_from_rows(&mut arrays.clone())
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("`next_observations`"), "{e}");
+        assert!(
+            with_left(1 << 30, || crate::data::following::next_from_rows(
+                &mut arrays
+            ))
+            .is_ok()
+        );
+    }
 
     #[test]
     fn what_is_left_is_known_here_and_an_array_beyond_it_is_refused() {

@@ -794,3 +794,21 @@ fn robomimic_errors_name_the_key() {
     );
     assert!(e.contains("no `data/demo_N` groups"), "{e}");
 }
+
+/// Each array is weighed before it is read: one larger than the memory left is refused
+/// with its key, shape and type.
+#[test]
+fn an_array_larger_than_the_memory_left_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("d.hdf5");
+    d4rl_file(&p, true);
+    let opts = ImportOptions::default();
+    // 7 x 3 f32 observations: 84 bytes.
+    let e = crate::util::memory::with_left(80, || err(&p, Source::Auto, &opts));
+    assert!(
+        e.contains("`observations` ([7, 3] f32): 0.1 kB in memory"),
+        "{e}"
+    );
+    let fits = crate::util::memory::with_left(1 << 20, || import(&p, Source::Auto, &opts));
+    assert!(fits.is_ok());
+}
