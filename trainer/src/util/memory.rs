@@ -6,28 +6,32 @@ use anyhow::{bail, Result};
 
 /// Bytes this process can still take, where the system says: the kernel's estimate of
 /// memory available without swapping (`MemAvailable`) plus free swap, and no more than a
-/// container's limit (cgroup v2 `memory.max`) less what this process holds. `None` where
-/// neither is known (not Linux).
+/// container's limit (cgroup v2 `memory.max`, and the swap it allows) less what this
+/// process holds. `None` where neither is known (not Linux).
 pub fn available() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
-    let host = meminfo.as_deref().and_then(|m| {
-        let field = |name: &str| -> Option<u64> {
-            let line = m.lines().find(|l| l.starts_with(name))?;
-            let kb: u64 = line[name.len()..]
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()?;
-            Some(kb * 1024)
-        };
-        Some(field("MemAvailable:")? + field("SwapFree:").unwrap_or(0))
-    });
-    // Others in the container only lower what is left, so the limit less this process's
-    // own resident memory is an upper bound: never a refusal of what would have fitted.
-    let limit = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok());
+    let field = |name: &str| -> Option<u64> {
+        let m = meminfo.as_deref()?;
+        let line = m.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    };
+    let swap = field("SwapFree:").unwrap_or(0);
+    let host = field("MemAvailable:").map(|m| m + swap);
+    let cgroup = |name: &str| -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/sys/fs/cgroup/{name}")).ok()?;
+        s.trim().parse().ok()
+    };
+    // Others in the container only lower what is left, so the limit (and the swap it
+    // allows, all that is free where it sets none) less this process's own resident
+    // memory is an upper bound: never a refusal of what would have fitted.
+    let limit = cgroup("memory.max")
+        .map(|m| m.saturating_add(cgroup("memory.swap.max").map_or(swap, |s| s.min(swap))));
     let resident = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
