@@ -427,8 +427,7 @@ impl ValueModel {
     /// standardised states, or for an image model (states `[C, H, W]`) the flattened
     /// last feature map. The convolutions are the trainer's own ([`crate::nn::conv::Conv`]:
     /// each patch row copied whole into one matrix product), as candle's `conv2d`
-    /// gathers its patches element by element ([`ValueModel::features_conv2d`], kept as
-    /// a second reading of the layout).
+    /// gathers its patches element by element (the tests read the layout with it).
     pub fn features(&self, states: &[f32], device: &Device) -> Result<Tensor> {
         let d = self.input_dim();
         let n = states.len() / d.max(1);
@@ -470,33 +469,6 @@ impl ValueModel {
             hw = layer.out_hw;
         }
         Ok(x.reshape((n, ()))?)
-    }
-
-    /// [`ValueModel::features`] of an image model computed with candle's `conv2d`: the
-    /// same values up to the order of the sums, from the layout read another way.
-    pub fn features_conv2d(&self, states: &[f32], device: &Device) -> Result<Tensor> {
-        let d = self.input_dim();
-        let n = states.len() / d.max(1);
-        let Some(conv) = &self.conv else {
-            return self.features(states, device);
-        };
-        let [c, h, w] = conv.input_shape;
-        let mean = Tensor::from_slice(&self.mean, (1, c, 1, 1), device)?;
-        let scale = Tensor::from_slice(&self.scale, (1, c, 1, 1), device)?;
-        let mut x = Tensor::from_slice(states, (n, c, h, w), device)?
-            .broadcast_sub(&mean)?
-            .broadcast_mul(&scale)?;
-        for l in &conv.layers {
-            let cin = l.in_dim / 16;
-            // Rows are ordered (row, column, channel); candle's kernels [out, in, 4, 4].
-            let k = Tensor::from_slice(&l.weight, (l.out_dim, 4, 4, cin), device)?
-                .permute((0, 3, 1, 2))?
-                .contiguous()?;
-            let b = Tensor::from_slice(&l.bias, (1, l.out_dim, 1, 1), device)?;
-            x = x.conv2d(&k, 1, 2, 1, 1)?.broadcast_add(&b)?.relu()?;
-        }
-        // [n, C', H', W'] to the runtime's (row, column, channel) order.
-        Ok(x.permute((0, 2, 3, 1))?.contiguous()?.reshape((n, ()))?)
     }
 
     /// V of every observation of `data`, a chunk of rows at a time (computed with candle).
@@ -610,6 +582,30 @@ mod tests {
         }
     }
 
+    /// [`ValueModel::features`] of an image model computed with candle's `conv2d`: the
+    /// same values up to the order of the sums, from the layout read another way.
+    fn features_conv2d(m: &ValueModel, states: &[f32], device: &Device) -> Result<Tensor> {
+        let conv = m.conv.as_ref().expect("an image model");
+        let [c, h, w] = conv.input_shape;
+        let n = states.len() / (c * h * w);
+        let mean = Tensor::from_slice(&m.mean, (1, c, 1, 1), device)?;
+        let scale = Tensor::from_slice(&m.scale, (1, c, 1, 1), device)?;
+        let mut x = Tensor::from_slice(states, (n, c, h, w), device)?
+            .broadcast_sub(&mean)?
+            .broadcast_mul(&scale)?;
+        for l in &conv.layers {
+            let cin = l.in_dim / 16;
+            // Rows are ordered (row, column, channel); candle's kernels [out, in, 4, 4].
+            let k = Tensor::from_slice(&l.weight, (l.out_dim, 4, 4, cin), device)?
+                .permute((0, 3, 1, 2))?
+                .contiguous()?;
+            let b = Tensor::from_slice(&l.bias, (1, l.out_dim, 1, 1), device)?;
+            x = x.conv2d(&k, 1, 2, 1, 1)?.broadcast_add(&b)?.relu()?;
+        }
+        // [n, C', H', W'] to the runtime's (row, column, channel) order.
+        Ok(x.permute((0, 2, 3, 1))?.contiguous()?.reshape((n, ()))?)
+    }
+
     /// The trainer's convolutions and candle's `conv2d` read the format's layout alike:
     /// the same features up to the order of the sums, on sizes that halve oddly.
     #[test]
@@ -659,7 +655,7 @@ mod tests {
                 .map(|x| 128.0 + 100.0 * x)
                 .collect();
             let ours = m.features(&states, &Device::Cpu).unwrap();
-            let theirs = m.features_conv2d(&states, &Device::Cpu).unwrap();
+            let theirs = features_conv2d(&m, &states, &Device::Cpu).unwrap();
             assert_eq!(ours.dims(), [n, oh * ow * oc]);
             assert_eq!(ours.dims(), theirs.dims());
             let (a, b): (Vec<f32>, Vec<f32>) = (

@@ -114,45 +114,30 @@ mod tests {
     #[test]
     fn the_readers_refuse_what_does_not_fit() {
         use crate::data::{Dataset, ObsStorage};
-        let (n, d) = (50usize, 3 * 8 * 8);
-        let data = Dataset {
-            obs_shape: vec![3, 8, 8],
-            observations: (0..n * d)
-                .map(|j| (j % 256) as f32)
-                .collect::<Vec<_>>()
-                .into(),
-            next_observations: (0..n * d)
-                .map(|j| (j % 7) as f32)
-                .collect::<Vec<_>>()
-                .into(),
-            rewards: vec![0.0; n],
-            terminals: vec![false; n],
-            timeouts: None,
-            next_missing: None,
-            actions: None,
-        };
+        let data = crate::envs::squares::moving_squares(50, 16, false, 0);
+        let (n, d) = (data.len(), data.obs_dim());
         let dir = tempfile::tempdir().unwrap();
-        // 2 x 9,600 bytes of u8 frames, and the flags.
+        // 2 x 38,400 bytes of u8 frames, and the rewards, flags and actions.
         for (name, why) in [
             ("d.npz", "the archive's"),
             ("d.safetensors", "a .safetensors file"),
         ] {
             let p = dir.path().join(name);
             data.save_as(&p, ObsStorage::U8).unwrap();
-            let e = with_left(15_000, || Dataset::load(&p)).unwrap_err();
+            let e = with_left(50_000, || Dataset::load(&p)).unwrap_err();
             let msg = format!("{e:#}");
             assert!(
                 msg.contains(&format!("cannot read {}", p.display())),
                 "{msg}"
             );
-            assert!(msg.contains(why) && msg.contains("15.0 kB left"), "{msg}");
+            assert!(msg.contains(why) && msg.contains("50.0 kB left"), "{msg}");
             assert!(with_left(1 << 30, || Dataset::load(&p)).is_ok(), "{name}");
         }
         // Next observations built from the rows that follow: twice the frames again.
         let mut arrays = std::collections::BTreeMap::new();
         let frames = crate::data::array::RawArray {
             dtype: crate::data::array::DType::U8,
-            shape: vec![n, 3, 8, 8],
+            shape: [vec![n], data.obs_shape.clone()].concat(),
             bytes: vec![7; n * d],
         };
         arrays.insert("observations".to_string(), frames);
@@ -162,7 +147,7 @@ mod tests {
             bytes: (0..n).map(|i| u8::from(i == n - 1)).collect(),
         };
         arrays.insert("terminals".to_string(), flags);
-        let e = with_left(10_000, || {
+        let e = with_left(40_000, || {
             crate::data::following::next_from_rows(&mut arrays.clone())
         })
         .unwrap_err();
