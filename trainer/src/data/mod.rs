@@ -380,11 +380,8 @@ impl Dataset {
             );
         }
         for (k, a) in [("observations", &obs), ("next_observations", &next)] {
-            if !matches!(a.dtype, DType::F32 | DType::F64 | DType::F16 | DType::U8) {
-                bail!(
-                    "key `{k}`: dtype {} not supported (use f32, or u8 for images)",
-                    a.dtype.name()
-                );
+            if let Some(why) = inexact(k, a) {
+                log::warn!("{why}");
             }
         }
         // Frames stored as other tools store them are read as `[C, H, W]`.
@@ -623,6 +620,28 @@ fn row_of(v: &[f32], d: usize, i: usize) -> &[f32] {
     &v[i * d..(i + 1) * d]
 }
 
+/// Observations of any number type (or bool) are read as f32, as HDF5 files' are. f32 holds
+/// every integer up to 2^24 exactly; larger ones (counters, timestamps) are rounded, which
+/// changes what a state is, so the reader says how many (`None` where none is rounded).
+pub(crate) fn inexact(key: &str, a: &RawArray) -> Option<String> {
+    if !matches!(a.dtype, DType::I32 | DType::U32 | DType::I64 | DType::U64) {
+        return None;
+    }
+    const EXACT: f64 = (1u32 << 24) as f64;
+    let values = a.to_f64();
+    let first = values.iter().position(|v| v.abs() > EXACT)?;
+    let rounded = values.iter().filter(|v| v.abs() > EXACT).count();
+    let per_row = values.len() / a.shape.first().copied().unwrap_or(1).max(1);
+    Some(format!(
+        "key `{key}`: {rounded} of its {} values ({} integers) are beyond 2^24 = 16777216, \
+         where f32 cannot hold every integer, and are rounded (the first at row {}: {})",
+        values.len(),
+        a.dtype.name(),
+        first / per_row.max(1),
+        values[first]
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,6 +657,41 @@ mod tests {
             next_missing: None,
             actions: Some(Actions::Discrete(vec![7, 7])),
         }
+    }
+
+    #[test]
+    fn integer_and_bool_observations_are_read_as_numbers() {
+        let ints = |dtype: DType, values: &[i64]| RawArray {
+            dtype,
+            shape: vec![2, 2],
+            bytes: values
+                .iter()
+                .flat_map(|&v| match dtype {
+                    DType::I64 => v.to_le_bytes().to_vec(),
+                    DType::I32 => (v as i32).to_le_bytes().to_vec(),
+                    _ => vec![v as u8],
+                })
+                .collect(),
+        };
+        for dtype in [DType::I64, DType::I32, DType::Bool] {
+            let mut m = tiny().to_arrays();
+            m.insert("observations".into(), ints(dtype, &[0, 0, 1, 1]));
+            m.insert("next_observations".into(), ints(dtype, &[1, 1, 1, 0]));
+            let d = Dataset::from_arrays(m).unwrap();
+            assert_eq!(d.observations.as_f32(), Some(&[0., 0., 1., 1.][..]));
+            assert_eq!(d.next_observations.as_f32(), Some(&[1., 1., 1., 0.][..]));
+        }
+        // Integers f32 cannot hold exactly are read, rounded, and said so.
+        let big = ints(DType::I64, &[0, 16_777_217, -16_777_216, 1 << 40]);
+        let why = inexact("observations", &big).unwrap();
+        assert!(
+            why.contains("2 of its 4 values (i64 integers)") && why.contains("row 0: 16777217"),
+            "{why}"
+        );
+        assert_eq!(
+            inexact("observations", &ints(DType::I32, &[0, 16_777_216, 1, 2])),
+            None
+        );
     }
 
     #[test]

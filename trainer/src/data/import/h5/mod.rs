@@ -367,6 +367,9 @@ fn finite_f32(a: &RawArray, key: &str) -> Result<Vec<f32>> {
         }
         return Ok(v);
     }
+    if let Some(why) = crate::data::inexact(key, a) {
+        log::warn!("{why}");
+    }
     let wide = a.to_f64();
     let mut out = Vec::with_capacity(wide.len());
     for (i, &x) in wide.iter().enumerate() {
