@@ -6,8 +6,8 @@ use anyhow::{bail, Result};
 
 /// Bytes this process can still take, where the system says: the kernel's estimate of
 /// memory available without swapping (`MemAvailable`) plus free swap, and no more than a
-/// container's limit (cgroup v2 `memory.max`, and the swap it allows) less what this
-/// process holds. `None` where neither is known (not Linux).
+/// container's limit ([`container_limit`]) less what this process holds. `None` where
+/// neither is known (not Linux).
 pub fn available() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
     let field = |name: &str| -> Option<u64> {
@@ -23,15 +23,12 @@ pub fn available() -> Option<u64> {
     };
     let swap = field("SwapFree:").unwrap_or(0);
     let host = field("MemAvailable:").map(|m| m + swap);
-    let cgroup = |name: &str| -> Option<u64> {
-        let s = std::fs::read_to_string(format!("/sys/fs/cgroup/{name}")).ok()?;
-        s.trim().parse().ok()
-    };
-    // Others in the container only lower what is left, so the limit (and the swap it
-    // allows, all that is free where it sets none) less this process's own resident
-    // memory is an upper bound: never a refusal of what would have fitted.
-    let limit = cgroup("memory.max")
-        .map(|m| m.saturating_add(cgroup("memory.swap.max").map_or(swap, |s| s.min(swap))));
+    let limit = container_limit(
+        |name| std::fs::read_to_string(format!("/sys/fs/cgroup/{name}")).ok(),
+        swap,
+    );
+    // Others in the container only lower what is left, so the limit less this process's
+    // own resident memory is an upper bound: never a refusal of what would have fitted.
     let resident = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
@@ -41,6 +38,42 @@ pub fn available() -> Option<u64> {
         (Some(h), Some(c)) => Some(h.min(c)),
         (h, c) => h.or(c),
     }
+}
+
+/// A container's limit on memory and swap together, from the files of its cgroup
+/// (`read` gives a file under `/sys/fs/cgroup` by name): cgroup v2's `memory.max` plus
+/// `memory.swap.max`, or cgroup v1's `memory/memory.memsw.limit_in_bytes` (memory and
+/// swap) or else `memory/memory.limit_in_bytes`; a swap limit that is not set counts as
+/// all the free swap (`swap`). `None` where no limit is set ("max", or v1's largest page
+/// multiple) or no cgroup file is read.
+///
+/// ```
+/// use laq::util::memory::container_limit;
+///
+/// let v2 = |f: &str| match f {
+///     "memory.max" => Some("2147483648\n".to_string()),
+///     "memory.swap.max" => Some("max\n".to_string()),
+///     _ => None,
+/// };
+/// assert_eq!(container_limit(v2, 100), Some(2_147_483_648 + 100));
+/// let v1 = |f: &str| (f == "memory/memory.limit_in_bytes").then(|| "1073741824".to_string());
+/// assert_eq!(container_limit(v1, 100), Some(1_073_741_824 + 100));
+/// let unlimited = |f: &str| (f == "memory/memory.limit_in_bytes").then(|| "9223372036854771712".to_string());
+/// assert_eq!(container_limit(unlimited, 100), None);
+/// ```
+pub fn container_limit(read: impl Fn(&str) -> Option<String>, swap: u64) -> Option<u64> {
+    // v1 writes "no limit" as the largest multiple of the page size below 2^63.
+    let number = |name: &str| -> Option<u64> {
+        let v: u64 = read(name)?.trim().parse().ok()?;
+        (v < 1 << 62).then_some(v)
+    };
+    if let Some(m) = number("memory.max") {
+        return Some(m.saturating_add(number("memory.swap.max").map_or(swap, |s| s.min(swap))));
+    }
+    if let Some(both) = number("memory/memory.memsw.limit_in_bytes") {
+        return Some(both);
+    }
+    number("memory/memory.limit_in_bytes").map(|m| m.saturating_add(swap))
 }
 
 /// An error when `bytes` (of `what`, a key or a file, and `detail`, its shape and type)
