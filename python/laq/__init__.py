@@ -80,48 +80,23 @@ def _is_episodes(data: Any) -> bool:
     return callable(getattr(data, "iterate_episodes", None))
 
 
-# Sides below which a u8 ``[H, W]`` is a matrix of values rather than a grey frame (and a
-# ``[T, C, H, W]`` a tensor rather than a stack), and rows above which ``[H, W, C]`` with C
-# in 1, 3, 4 is a channels-last frame: the rule ``laq`` reads frames by.
-_MIN_FRAME_SIDE = 16
-_MIN_CHANNELS_LAST_HEIGHT = 17
-
-
-def _channels_last(shape: Sequence[int]) -> bool:
-    return (
-        len(shape) == 3
-        and shape[0] >= _MIN_CHANNELS_LAST_HEIGHT
-        and shape[2] in (1, 3, 4)
-        and shape[1] > shape[2]
-    )
-
-
 def _frames_chw(a: Any) -> Optional[np.ndarray]:
     """A camera's frames ``[T, ...]`` as ``laq`` reads them, ``[T, C, H, W]`` u8 (stacks
-    and channels-last frames reordered); ``None`` where the array is not frames."""
+    and channels-last frames reordered, by the rule of ``laq`` itself); ``None`` where the
+    array is not frames."""
     if isinstance(a, Mapping):
         return None
     a = np.asarray(a)
     if a.dtype != np.uint8 or a.ndim < 3:
         return None
     t, row = a.shape[0], a.shape[1:]
-
-    def side(h: int, w: int) -> bool:
-        return h >= _MIN_FRAME_SIDE and w >= _MIN_FRAME_SIDE
-
-    if len(row) == 2 and side(*row):
-        return a.reshape(t, 1, *row)
-    if _channels_last(row):
-        return a.transpose(0, 3, 1, 2)
-    if len(row) == 4 and _channels_last(row[1:]):
-        s, h, w, c = row
-        return a.transpose(0, 1, 4, 2, 3).reshape(t, s * c, h, w)
-    if len(row) == 4 and side(*row[2:]):
-        s, c, h, w = row
-        return a.reshape(t, s * c, h, w)
-    if len(row) == 3:
-        return a
-    return None
+    layout = _laq.frame_layout(list(row))
+    if layout is None:
+        return a if len(row) == 3 else None
+    frames, channels, h, w, channels_last = layout
+    if channels_last:
+        a = a.reshape(t, frames, h, w, channels).transpose(0, 1, 4, 2, 3)
+    return a.reshape(t, frames * channels, h, w)
 
 
 def _is_frames(a: Any) -> bool:

@@ -633,6 +633,16 @@ impl Model {
     }
 }
 
+/// How `laq` reads one stored u8 observation of shape `shape` as a `[C, H, W]` frame:
+/// `(frames, channels, height, width, channels_last)` of the stored stack, or `None` where
+/// it is read as it is. The package's conversions follow this rule, not a copy of it.
+#[pyfunction]
+fn frame_layout(shape: Vec<usize>) -> Option<(usize, usize, usize, usize, bool)> {
+    let l = FrameLayout::of(&shape, true)?;
+    let ([frames, channels], [_, height, width]) = (l.stack(), l.shape());
+    Some((frames, channels, height, width, l.moves_values()))
+}
+
 #[pymodule]
 fn _laq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Trainer messages go to Python's `logging`, under the `laq` logger names. Levels are
@@ -643,6 +653,7 @@ fn _laq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = logger.install();
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(train, m)?)?;
+    m.add_function(wrap_pyfunction!(frame_layout, m)?)?;
     m.add_class::<Model>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_LOOKAHEAD", MAX_LOOKAHEAD)?;

@@ -325,6 +325,29 @@ def test_a_camera_of_a_dict_observation_stays_frames_when_named():
     assert d["observations"].shape == (2, 1 + 1200)
 
 
+@pytest.mark.parametrize(
+    "row",
+    [(20, 20), (20, 18, 3), (4, 20, 18, 3), (4, 2, 20, 18), (3, 20, 18), (8, 8), (16, 4, 3)],
+)
+def test_frames_follow_the_rule_laq_reads_files_by(tmp_path, row):
+    """The package's view of a camera's frames is the trainer's reading of the same array
+    from a file: stacks and channels-last frames reordered alike, small arrays left be."""
+    a = np.arange(3 * int(np.prod(row)), dtype=np.uint64).astype(np.uint8).reshape(3, *row)
+    np.savez(
+        tmp_path / "f.npz",
+        observations=a,
+        next_observations=a,
+        rewards=np.zeros(3, np.float32),
+        terminals=np.zeros(3, bool),
+    )
+    read = laq.load(tmp_path / "f.npz")
+    ours = laq._frames_chw(a)
+    if ours is None:
+        assert read["observations"].shape == a.shape
+    else:
+        assert np.array_equal(read["observations"], ours)
+
+
 def test_cameras_named_together_stack_as_laq_reads_them():
     rng = np.random.default_rng(0)
     # An agent-view camera stored channels-last and a grey wrist camera channels-first,

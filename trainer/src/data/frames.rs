@@ -74,6 +74,19 @@ impl FrameLayout {
         [self.frames * self.channels, self.height, self.width]
     }
 
+    /// Frames in the stack (1 for one frame) and channels of each: `[T, C]` of a stored
+    /// `[T, C, H, W]` or `[T, H, W, C]`.
+    ///
+    /// ```
+    /// use laq::data::frames::FrameLayout;
+    ///
+    /// assert_eq!(FrameLayout::of(&[4, 84, 84, 3], false).unwrap().stack(), [4, 3]);
+    /// assert_eq!(FrameLayout::of(&[84, 84], true).unwrap().stack(), [1, 1]);
+    /// ```
+    pub fn stack(&self) -> [usize; 2] {
+        [self.frames, self.channels]
+    }
+
     /// Whether reading moves values (channels-last frames), rather than only naming the axes.
     pub fn moves_values(&self) -> bool {
         self.channels_last
