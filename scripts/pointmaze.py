@@ -34,6 +34,12 @@ distance to the goal each row's observation shows.
         --id pointmaze/large/goals-v0 [--env PointMaze_Large-v3 --steps 200000 --seed 0]
     laq train --data datasets/pointmaze/large/goals-v0 --out run
 
+`sensors` adds what a robot's logs hold beside the state: channels of noise, channels
+that wander slowly on their own (a battery, a temperature), noise on the measured
+position; the rows, rewards and truth unchanged:
+
+    python3 scripts/pointmaze.py sensors medium.npz --drift 4 --out medium_drift.npz
+
 `frames` draws such a dataset as a camera above the maze would see the ball: two frames
 stacked along channels, the ball now and one step before (its motion), `[N, 2, S, S]`
 u8, the rows, rewards and truth unchanged. Long-horizon image data of another physics:
@@ -281,6 +287,58 @@ def frames(a):
     print(f"{a.out}: {len(obs)} transitions of [2, {a.size}, {a.size}] frames")
 
 
+def sensors(a):
+    """The same rows as a robot's logs hold them: `--noise K` channels of sensor noise
+    (unit Gaussian, drawn anew each row), `--drift K` channels that wander slowly and
+    independently of the ball (a battery, a temperature: random walks of step 0.02 per
+    row, drawn anew where the data does not run on into the next row), `--pos-noise S`
+    Gaussian noise of std S on the measured position (x, y). A row's next observation
+    carries the next row's channels where the data runs on; the truth is unchanged."""
+    d = dict(np.load(a.data))
+    obs, nxt = d["observations"].astype(np.float64), d["next_observations"].astype(np.float64)
+    rng = np.random.default_rng(a.seed)
+    n = len(obs)
+    runs_on = np.zeros(n, bool)
+    runs_on[:-1] = np.abs(nxt[:-1] - obs[1:]).max(1) < 1e-6
+
+    def following(now, fresh):
+        after = np.empty_like(now)
+        after[:-1] = now[1:]
+        after[~runs_on] = fresh((~runs_on).sum())
+        return after
+
+    extra, extra_next = [], []
+    if a.noise:
+        now = rng.normal(size=(n, a.noise))
+        extra.append(now)
+        extra_next.append(following(now, lambda m: rng.normal(size=(m, a.noise))))
+    if a.drift:
+        now, after = np.empty((n, a.drift)), np.empty((n, a.drift))
+        cur = rng.normal(size=a.drift)
+        for i in range(n):
+            now[i] = cur
+            cur = cur + rng.normal(scale=0.02, size=a.drift)
+            after[i] = cur
+            if not runs_on[i]:
+                cur = rng.normal(size=a.drift)
+        extra.append(now)
+        extra_next.append(after)
+    if a.pos_noise:
+        e = rng.normal(scale=a.pos_noise, size=(n, 2))
+        obs[:, :2] += e
+        nxt[:, :2] += following(e, lambda m: rng.normal(scale=a.pos_noise, size=(m, 2)))
+    d["observations"] = np.concatenate([obs] + extra, 1).astype(np.float32)
+    d["next_observations"] = np.concatenate([nxt] + extra_next, 1).astype(np.float32)
+    np.savez(a.out, **d)
+    truth = a.data[: -len(".npz")] + "_truth.npy"
+    if a.data.endswith(".npz") and a.out.endswith(".npz"):
+        try:
+            np.save(a.out[: -len(".npz")] + "_truth.npy", np.load(truth))
+        except FileNotFoundError:
+            pass
+    print(f"{a.out}: {n} transitions of {d['observations'].shape[1]} values")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -318,8 +376,16 @@ def main():
     f.add_argument("data")
     f.add_argument("--size", type=int, default=32, help="frame width and height in pixels")
     f.add_argument("--out", required=True)
+    c = sub.add_parser("sensors", help="add a robot's irrelevant or noisy channels to a dataset")
+    c.add_argument("data")
+    c.add_argument("--noise", type=int, default=0, metavar="K", help="channels of noise")
+    c.add_argument("--drift", type=int, default=0, metavar="K", help="slowly wandering channels")
+    c.add_argument("--pos-noise", type=float, default=0.0, metavar="S", help="std on (x, y)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", required=True)
     a = p.parse_args()
-    {"gen": generate, "score": score, "frames": frames, "minari": minari_goals}[a.cmd](a)
+    {"gen": generate, "score": score, "frames": frames, "minari": minari_goals,
+     "sensors": sensors}[a.cmd](a)
 
 
 if __name__ == "__main__":
