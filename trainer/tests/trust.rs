@@ -137,6 +137,59 @@ fn an_undertrained_maze_v_is_doubtful() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert!(failed.contains(&"below_data_returns"), "{short}");
+
+    // Channels that wander on their own (a battery, a temperature: random walks along the
+    // rows) let Q-learning tell each trajectory's states apart and learn each one's own
+    // steps to a reward: one half of the trajectories then teaches nothing of the other's.
+    assert!(passes("halves_agree"), "{good}");
+    let wander = dir.path().join("wander.npz");
+    with_wandering_channels(&maze, &wander, 4);
+    let out = dir.path().join("wander");
+    let w = wander.to_str().unwrap();
+    ok(&["train", "--data", w, "--out", out.to_str().unwrap()]);
+    let drift = metrics(&out.join("metrics.json"))["trust"].clone();
+    assert_eq!(drift["verdict"], "doubtful", "{drift}");
+    let halves = drift["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "halves_agree")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(halves["pass"], false, "{drift}");
+}
+
+/// `from` with `k` more channels, each a random walk of step 0.02 along the rows that run
+/// on into the next (a new start where they do not).
+fn with_wandering_channels(from: &std::path::Path, to: &std::path::Path, k: usize) {
+    use laq::data::Dataset;
+    use rand::{Rng, SeedableRng};
+    let d = Dataset::load(from).unwrap();
+    let (n, dim) = (d.len(), d.obs_dim());
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let walk = |rng: &mut rand_chacha::ChaCha8Rng| -> f32 { rng.random_range(-1.0..1.0) };
+    let mut now: Vec<f32> = (0..k).map(|_| walk(&mut rng)).collect();
+    let (mut obs, mut next) = (vec![], vec![]);
+    for i in 0..n {
+        obs.extend_from_slice(&d.obs_row(i));
+        obs.extend_from_slice(&now);
+        let continues = d.continues(i);
+        for v in now.iter_mut() {
+            *v += 0.02 * walk(&mut rng);
+        }
+        next.extend_from_slice(&d.next_obs_row(i));
+        next.extend_from_slice(&now);
+        if !continues {
+            now = (0..k).map(|_| walk(&mut rng)).collect();
+        }
+    }
+    let wandering = Dataset {
+        obs_shape: vec![dim + k],
+        observations: obs.into(),
+        next_observations: next.into(),
+        ..d
+    };
+    wandering.save(to).unwrap();
 }
 
 /// `--density-gate 0,1 --head one-norm`: the model carries a gate the runtime applies

@@ -36,6 +36,15 @@ pub struct TrainConfig {
     /// compared instead.
     #[serde(default = "yes")]
     pub second_seed: bool,
+    /// Deep Q-learning on vector states: the `halves_agree` check trains one Q-function
+    /// more on each half of the data's trajectories (every other piece of them) and
+    /// compares their V over all the data's states, so that a V that ranks states by what
+    /// is particular to each trajectory (a clock, a channel that wanders on its own) is
+    /// doubtful ([`crate::run::trust::halves_agree`]; docs/trust.md, "Channels a robot
+    /// logs", has the evidence). A run directory written without this key repeats
+    /// without it.
+    #[serde(default)]
+    pub halves_agree: bool,
     /// An ensemble trains as two independent halves, and within a half each Q-function
     /// bootstraps from the next one's Q at the label its own Q prefers (Double DQN across
     /// members, [`crate::stages::qlearn::dqn_group`]); off, every Q-function bootstraps
@@ -132,6 +141,7 @@ impl Default for TrainConfig {
             top_actions: None,
             ensemble: 1,
             second_seed: true,
+            halves_agree: true,
             cross_bootstrap: true,
             path_bound: true,
             ways_pace: Some(crate::data::paths::PACE),

@@ -283,6 +283,18 @@ fn train_rows(
                 }
                 false => (first, cfg.clone(), None),
             };
+            let mut trust = learned.trust;
+            if config.halves_agree && !data.is_image() {
+                let t = Instant::now();
+                if let Some(check) = deep.halves_agree(&config, device)? {
+                    log::info!("{}: {:.3}", check.name, check.value);
+                    trust = trust.with(check);
+                }
+                timings.push((
+                    "trust: Q-learning on each half of the trajectories".into(),
+                    t.elapsed().as_secs_f64(),
+                ));
+            }
             Trained {
                 labelled,
                 q_used: variant,
@@ -294,7 +306,7 @@ fn train_rows(
                 fit_bounded: learned.bounded,
                 q_transitions: qdata.len(),
                 timings,
-                trust: learned.trust,
+                trust,
                 forward_model_gain: gain,
                 q_checkpoints: learned.candidates,
                 config,
@@ -579,6 +591,87 @@ impl Deep<'_> {
             candidates,
         })
     }
+}
+
+impl Deep<'_> {
+    /// The [`trust::halves_agree`] check of a run's Q-learning `cfg`: one Q-function on
+    /// each half of [`trajectory_halves`], both trained as the run's own are (the same
+    /// steps, each half's own ways bounding its bootstraps), V over all the data's states.
+    /// `None` where the data is too short to halve or a half holds no reward.
+    fn halves_agree(&self, cfg: &TrainConfig, device: &Device) -> Result<Option<trust::Check>> {
+        let Some((halves, pieces)) = trajectory_halves(self.qdata) else {
+            return Ok(None);
+        };
+        let cost = self.traced.baseline;
+        let rewarded = |rows: &Vec<usize>| {
+            rows.iter().any(|&i| {
+                let r = self.qdata.rewards[i];
+                if cost != 0.0 {
+                    r > cost
+                } else {
+                    r != 0.0
+                }
+            })
+        };
+        if !halves.iter().all(rewarded) {
+            return Ok(None);
+        }
+        let all: Vec<usize> = (0..self.data.len()).collect();
+        let seeds = [member_seed(cfg.seed, 0), member_seed(cfg.seed, 1)];
+        let learn = |h: &usize| -> Result<Vec<f32>> {
+            let rows = &halves[*h];
+            let part = self.qdata.select(rows);
+            let labels: Vec<u32> = rows.iter().map(|&i| self.qlabels[i]).collect();
+            let bound = match cfg.path_bound && cfg.dqn.lambda > 0.0 {
+                true => cfg.ways(&part).map(|s| bootstrap_bound(&part, &s, cfg)),
+                false => None,
+            };
+            let inputs = DqnInputs {
+                data: &part,
+                labels: &labels,
+                num_actions: self.qk,
+                variant: self.variant,
+                probe: None,
+                bound: bound.as_deref(),
+            };
+            let nets = crate::util::progress::hidden(|| {
+                qlearn::dqn_group(&inputs, &cfg.dqn, &seeds[*h..=*h], device, None)
+            })?;
+            let net = nets.first().context("no Q-function was trained")?;
+            net.values_of(self.data, &all, device)
+        };
+        let jobs = crate::util::parallel::jobs(device).min(2);
+        let values = crate::util::parallel::map(&[0, 1], jobs, learn)?;
+        let rho = crate::util::stats::spearman(&as_f64(&values[0]), &as_f64(&values[1]));
+        Ok(Some(trust::halves_agree(rho, pieces)))
+    }
+}
+
+/// Pieces a trajectory is cut into at the least: a log of one long trajectory still
+/// halves into many pieces, so that neither half holds one stretch of time.
+const HALF_PIECES: usize = 20;
+
+/// The data's rows in two halves by trajectory: the pieces of its trajectories (where a
+/// row does not continue into the next, [`Dataset::continues`]; a trajectory longer than
+/// a [`HALF_PIECES`]th of the data cut into pieces that long), every other piece in
+/// each half; and the number of pieces. `None` for fewer than `2 * HALF_PIECES` rows.
+fn trajectory_halves(data: &Dataset) -> Option<([Vec<usize>; 2], usize)> {
+    let n = data.len();
+    if n < 2 * HALF_PIECES {
+        return None;
+    }
+    let longest = n.div_ceil(HALF_PIECES);
+    let mut halves = [vec![], vec![]];
+    let (mut piece, mut len) = (0, 0);
+    for i in 0..n {
+        halves[piece % 2].push(i);
+        len += 1;
+        if !data.continues(i) || len >= longest {
+            piece += 1;
+            len = 0;
+        }
+    }
+    Some((halves, piece + usize::from(len > 0)))
 }
 
 /// The free-text metadata a trained model carries (the Q-learning variant is added once
@@ -1567,6 +1660,33 @@ mod tests {
             .failed()
             .any(|c| c.name == trust::BELOW_DATA_RETURNS && c.why.contains("`dqn.lambda = 1`"));
         assert!(advised, "{}", kept.trust);
+    }
+
+    #[test]
+    fn halves_alternate_pieces_of_the_trajectories() {
+        // One trajectory of 100 rows, cut into pieces of a twentieth, then a terminal.
+        let mut d = Dataset {
+            obs_shape: vec![1],
+            observations: (0..100).map(|i| i as f32).collect::<Vec<f32>>().into(),
+            next_observations: (1..101).map(|i| i as f32).collect::<Vec<f32>>().into(),
+            rewards: vec![0.0; 100],
+            terminals: vec![false; 100],
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        let (halves, pieces) = trajectory_halves(&d).unwrap();
+        assert_eq!(pieces, 20);
+        assert_eq!(halves[0][..6], [0, 1, 2, 3, 4, 10]);
+        assert_eq!((halves[0].len(), halves[1].len()), (50, 50));
+        // A trajectory ends where a row is terminal: the pieces start anew there.
+        d.terminals[1] = true;
+        let (halves, pieces) = trajectory_halves(&d).unwrap();
+        assert_eq!(pieces, 21);
+        assert_eq!(halves[0][..3], [0, 1, 7]);
+        assert_eq!(halves[1][..5], [2, 3, 4, 5, 6]);
+        // Too short to halve.
+        assert!(trajectory_halves(&d.select(&(0..39).collect::<Vec<_>>())).is_none());
     }
 
     #[test]

@@ -111,6 +111,43 @@ pub fn choice_holds(failed: &[usize], chosen: usize) -> Check {
     )
 }
 
+/// The check that V follows the states rather than the trajectories they lie on: two
+/// Q-functions, each trained on one half of the data's trajectories (`pieces` pieces of
+/// them, every other one in each half), rank all the data's states alike at Spearman
+/// `rho`. Where a channel is particular to each trajectory (a clock, a battery's
+/// voltage, a temperature: it wanders on its own), Q-learning can tell each trajectory's
+/// states apart by it and learn each one's own steps to a reward, which the other half's
+/// trajectories do not teach; both halves' V then rank the data's own trajectories well
+/// and the maze's states by nothing. Two seeds on the same data learn the same
+/// trajectories, so `seed_agreement` does not see it. Each half's V learns from half
+/// the data, so the two agree less than two seeds do even where V is right: the line
+/// lies below `seed_agreement`'s (docs/trust.md, "Channels a robot logs").
+///
+/// ```
+/// use laq::run::trust::halves_agree;
+/// assert!(halves_agree(0.73, 2564).pass);
+/// let c = halves_agree(0.32, 2564);
+/// assert!(!c.pass && c.why.contains("2564 pieces"));
+/// ```
+pub fn halves_agree(rho: f64, pieces: usize) -> Check {
+    check(
+        HALVES_AGREE,
+        rho,
+        0.6,
+        rho >= 0.6,
+        format!(
+            "Q-learning on each half of the data's trajectories (every other one of their \
+             {pieces} pieces) ranks all the data's states alike at Spearman {rho:.2}; a V \
+             that one half does not teach for the other's states ranks them by what is \
+             particular to each trajectory (a clock, a channel that wanders on its own), \
+             not by the state"
+        ),
+    )
+}
+
+/// The name of [`halves_agree`]'s check.
+pub const HALVES_AGREE: &str = "halves_agree";
+
 impl fmt::Display for Trust {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.verdict {
