@@ -591,9 +591,7 @@ impl Deep<'_> {
             candidates,
         })
     }
-}
 
-impl Deep<'_> {
     /// The [`trust::halves_agree`] check of a run's Q-learning `cfg`: one Q-function on
     /// each half of [`trajectory_halves`], both trained as the run's own are (the same
     /// steps, each half's own ways bounding its bootstraps), V over all the data's states.
@@ -604,14 +602,8 @@ impl Deep<'_> {
         };
         let cost = self.traced.baseline;
         let rewarded = |rows: &Vec<usize>| {
-            rows.iter().any(|&i| {
-                let r = self.qdata.rewards[i];
-                if cost != 0.0 {
-                    r > cost
-                } else {
-                    r != 0.0
-                }
-            })
+            rows.iter()
+                .any(|&i| trust::rewarded(self.qdata.rewards[i], cost))
         };
         if !halves.iter().all(rewarded) {
             return Ok(None);

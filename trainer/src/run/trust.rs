@@ -619,6 +619,16 @@ fn check(name: &str, value: f64, threshold: f64, pass: bool, why: String) -> Che
 }
 
 /// The checks that apply to this run, and the verdict.
+/// Whether a reward `r` is one, where most steps carry `cost` ([`Dataset::reward_baseline`]):
+/// above the cost, or any but 0 where there is none.
+pub(crate) fn rewarded(r: f32, cost: f32) -> bool {
+    if cost != 0.0 {
+        r > cost
+    } else {
+        r != 0.0
+    }
+}
+
 pub fn assess(e: &Evidence) -> Trust {
     let data = e.data;
     let n = data.len();
@@ -626,7 +636,7 @@ pub fn assess(e: &Evidence) -> Trust {
     // Where the rewards are a cost per step, a reward is what lies above it.
     let cost = e.traced.baseline;
     let rewarded = (data.rewards.iter())
-        .filter(|&&r| if cost != 0.0 { r > cost } else { r != 0.0 })
+        .filter(|&&r| rewarded(r, cost))
         .count();
     let above = match cost {
         0.0 => String::new(),
