@@ -379,11 +379,6 @@ impl Dataset {
                 obs.shape
             );
         }
-        for (k, a) in [("observations", &obs), ("next_observations", &next)] {
-            if let Some(why) = inexact(k, a) {
-                log::warn!("{why}");
-            }
-        }
         // Frames stored as other tools store them are read as `[C, H, W]`.
         let (obs, next) = match frames::FrameLayout::of(&obs.shape[1..], obs.dtype == DType::U8) {
             Some(layout) => {
@@ -478,8 +473,8 @@ impl Dataset {
             (Observations::U8(obs.bytes), Observations::U8(next.bytes))
         } else {
             (
-                Observations::F32(obs.to_f32()),
-                Observations::F32(next.to_f32()),
+                Observations::F32(read_f32("observations", &obs)),
+                Observations::F32(read_f32("next_observations", &next)),
             )
         };
         let rewards = rewards.to_f32();
@@ -620,15 +615,26 @@ fn row_of(v: &[f32], d: usize, i: usize) -> &[f32] {
     &v[i * d..(i + 1) * d]
 }
 
-/// Observations of any number type (or bool) are read as f32, as HDF5 files' are. f32 holds
-/// every integer up to 2^24 exactly; larger ones (counters, timestamps) are rounded, which
-/// changes what a state is, so the reader says how many (`None` where none is rounded).
-pub(crate) fn inexact(key: &str, a: &RawArray) -> Option<String> {
+/// Observations of any number type (or bool) are read as f32, as HDF5 files' are.
+fn read_f32(key: &str, a: &RawArray) -> Vec<f32> {
+    if a.dtype == DType::F32 {
+        return a.to_f32();
+    }
+    let wide = a.to_f64();
+    if let Some(why) = inexact(key, a, &wide) {
+        log::warn!("{why}");
+    }
+    wide.into_iter().map(|v| v as f32).collect()
+}
+
+/// f32 holds every integer up to 2^24 exactly; larger ones (counters, timestamps) are
+/// rounded, which changes what a state is, so a reader says how many of `a`'s `values`
+/// (as f64) are (`None` where none is, or `a` holds no 32- or 64-bit integers).
+pub(crate) fn inexact(key: &str, a: &RawArray, values: &[f64]) -> Option<String> {
     if !matches!(a.dtype, DType::I32 | DType::U32 | DType::I64 | DType::U64) {
         return None;
     }
     const EXACT: f64 = (1u32 << 24) as f64;
-    let values = a.to_f64();
     let first = values.iter().position(|v| v.abs() > EXACT)?;
     let rounded = values.iter().filter(|v| v.abs() > EXACT).count();
     let per_row = values.len() / a.shape.first().copied().unwrap_or(1).max(1);
@@ -683,15 +689,13 @@ mod tests {
         }
         // Integers f32 cannot hold exactly are read, rounded, and said so.
         let big = ints(DType::I64, &[0, 16_777_217, -16_777_216, 1 << 40]);
-        let why = inexact("observations", &big).unwrap();
+        let why = inexact("observations", &big, &big.to_f64()).unwrap();
         assert!(
             why.contains("2 of its 4 values (i64 integers)") && why.contains("row 0: 16777217"),
             "{why}"
         );
-        assert_eq!(
-            inexact("observations", &ints(DType::I32, &[0, 16_777_216, 1, 2])),
-            None
-        );
+        let exact = ints(DType::I32, &[0, 16_777_216, 1, 2]);
+        assert_eq!(inexact("observations", &exact, &exact.to_f64()), None);
     }
 
     #[test]

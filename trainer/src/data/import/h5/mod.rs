@@ -367,10 +367,10 @@ fn finite_f32(a: &RawArray, key: &str) -> Result<Vec<f32>> {
         }
         return Ok(v);
     }
-    if let Some(why) = crate::data::inexact(key, a) {
+    let wide = a.to_f64();
+    if let Some(why) = crate::data::inexact(key, a, &wide) {
         log::warn!("{why}");
     }
-    let wide = a.to_f64();
     let mut out = Vec::with_capacity(wide.len());
     for (i, &x) in wide.iter().enumerate() {
         let y = x as f32;
