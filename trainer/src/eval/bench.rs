@@ -62,7 +62,7 @@ fn mining_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)
     nn::init_vars(&vm, 0)?;
     let mut opt = Adam::for_varmap(&vm, AdamConfig::new(1e-3, 1e-5))?;
     let ours = time_ms(
-        || mining::train_step(&model, &mut opt, &s, &s2, 2, None).map(|_| ()),
+        || mining::train_step(&model, &mut opt, &s, &s2, None, 2, None).map(|_| ()),
         20,
         iters,
         reps,
@@ -78,7 +78,7 @@ fn mining_steps(iters: usize, reps: usize, device: &Device) -> Result<(f64, f64)
     )?;
     let baseline = time_ms(
         || {
-            let err = model.errors(&s, &s2)?;
+            let err = model.errors(&s, &s2, None)?;
             let host: Vec<f32> = err.flatten_all()?.to_vec1()?;
             let idx = Tensor::from_vec(mining::assign(&host, 8, 2), (b, 1), device)?;
             stock.backward_step(&err.gather(&idx, 1)?.mean_all()?)?;
@@ -251,7 +251,7 @@ fn conv_steps(iters: usize, reps: usize, img: ImageBench, device: &Device) -> Re
     nn::init_vars(&vm, 0)?;
     let mut opt = Adam::for_varmap(&vm, AdamConfig::new(1e-3, 1e-5))?;
     let mine = time_ms_on(
-        || mining::train_step(&model, &mut opt, &s, &s2, 2, None).map(|_| ()),
+        || mining::train_step(&model, &mut opt, &s, &s2, None, 2, None).map(|_| ()),
         3,
         iters,
         reps,

@@ -41,6 +41,8 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
         label_usage: usage,
         mining_loss: tr.labelled.mining_loss.clone(),
         forward_model_gain: tr.forward_model_gain,
+        change_explained: (tr.labelled.explained.as_ref())
+            .map(|e| e.iter().map(|x| (x * 1000.0).round() / 1000.0).collect()),
         q_loss: tr.q_loss.clone(),
         timings_s: tr.timings.iter().cloned().collect(),
         export_max_abs_error: tr.distill_max_abs_error,

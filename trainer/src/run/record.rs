@@ -151,6 +151,10 @@ pub struct RunMetrics {
     /// check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_model_gain: Option<f64>,
+    /// Mined labels on vector states: the share of each value's change (s' - s) that the
+    /// forward model explains; near 0 for a value that is noise to every latent action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_explained: Option<Vec<f32>>,
     /// Mean Q-learning loss per tenth of training.
     pub q_loss: Vec<f32>,
     /// Seconds per stage.
@@ -293,6 +297,9 @@ impl fmt::Display for RunMetrics {
                 "  forward model      {g:.3} of the error of clustering s' alone explained"
             )?;
         }
+        if let Some(e) = &self.change_explained {
+            writeln!(f, "  change explained   {}", explained_line(e))?;
+        }
         if let Some(e) = self.export_max_abs_error {
             writeln!(
                 f,
@@ -339,4 +346,57 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))
+}
+
+/// The share of each value's change explained, as `summary.txt` shows it: every value up
+/// to 12, else the range; and which values the labels take for noise (below 0.1 where
+/// another value is explained at 0.5 or more).
+fn explained_line(e: &[f32]) -> String {
+    let mut line = if e.len() <= 12 {
+        let each: Vec<String> = e.iter().map(|x| format!("{x:.2}")).collect();
+        format!("{} (each value of s' - s)", each.join(" "))
+    } else {
+        let lo = e.iter().copied().fold(f32::INFINITY, f32::min);
+        let hi = e.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        format!("{lo:.2} to {hi:.2} over the {} values of s' - s", e.len())
+    };
+    let noise: Vec<String> = (e.iter().enumerate())
+        .filter(|&(_, &x)| x < 0.1)
+        .map(|(i, _)| i.to_string())
+        .collect();
+    if !noise.is_empty() && e.iter().any(|&x| x >= 0.5) {
+        let shown = noise
+            .iter()
+            .take(12)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = match noise.len() {
+            n if n > 12 => format!(" and {} more", n - 12),
+            _ => String::new(),
+        };
+        line += &format!("; noise to every label: value {shown}{more} (below 0.1, weighed little)");
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::explained_line;
+
+    #[test]
+    fn the_summary_names_the_values_that_are_noise_to_the_labels() {
+        let line = explained_line(&[0.99, 0.97, 0.02, 0.0]);
+        assert!(line.starts_with("0.99 0.97 0.02 0.00"), "{line}");
+        assert!(line.contains("noise to every label: value 2, 3"), "{line}");
+        // With nothing explained well, nothing stands out as noise.
+        assert!(!explained_line(&[0.05, 0.02]).contains("noise"));
+        let many: Vec<f32> = (0..20).map(|i| if i < 4 { 0.9 } else { 0.01 }).collect();
+        let line = explained_line(&many);
+        assert!(line.contains("0.01 to 0.90 over the 20 values"), "{line}");
+        assert!(
+            line.contains("value 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 and 4 more"),
+            "{line}"
+        );
+    }
 }

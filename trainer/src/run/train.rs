@@ -111,6 +111,9 @@ fn train_rows(
                 if let Some(loss) = &l.mining_loss {
                     st.put_f32("mining_loss", loss.clone());
                 }
+                if let Some(explained) = &l.explained {
+                    st.put_f32("explained", explained.clone());
+                }
                 st.set_record(
                     LABELS,
                     &LabelsDone {
@@ -1134,6 +1137,7 @@ fn restore_labels(done: &State) -> Option<Result<Labelled>> {
             labels: done.u32("done.labels")?.to_vec(),
             num_actions: rec.num_actions,
             mining_loss: done.f32("done.mining_loss").ok().map(<[f32]>::to_vec),
+            explained: done.f32("done.explained").ok().map(<[f32]>::to_vec),
         })
     }))
 }

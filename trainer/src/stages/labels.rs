@@ -62,6 +62,9 @@ pub struct Labelled {
     /// Number of distinct labels the Q-function needs.
     pub num_actions: usize,
     pub mining_loss: Option<Vec<f32>>,
+    /// Mined labels on vector states: the share of each value's change that the forward
+    /// model explains ([`mining::Mined::explained`]).
+    pub explained: Option<Vec<f32>>,
 }
 
 /// Labels every transition of `data` with `source`; mining saves its state through
@@ -133,12 +136,14 @@ fn make_all(
                 labels: m.labels,
                 num_actions: k,
                 mining_loss: Some(m.loss_curve),
+                explained: m.explained,
             }
         }
         LabelSource::Single => Labelled {
             labels: vec![0; data.len()],
             num_actions: 1,
             mining_loss: None,
+            explained: None,
         },
         LabelSource::Gt => {
             let (labels, n) = gt()?;
@@ -146,6 +151,7 @@ fn make_all(
                 labels,
                 num_actions: n,
                 mining_loss: None,
+                explained: None,
             }
         }
         LabelSource::GtRefined4 => {
@@ -158,6 +164,7 @@ fn make_all(
                 labels,
                 num_actions: n * 4,
                 mining_loss: None,
+                explained: None,
             }
         }
         LabelSource::Impure => {
@@ -176,6 +183,7 @@ fn make_all(
                 labels,
                 num_actions: n,
                 mining_loss: None,
+                explained: None,
             }
         }
         LabelSource::Cluster | LabelSource::ClusterDiff => {
@@ -214,6 +222,7 @@ fn make_all(
                 labels,
                 num_actions: k,
                 mining_loss: None,
+                explained: None,
             }
         }
     };

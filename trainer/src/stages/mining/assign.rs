@@ -76,23 +76,26 @@ impl Usage {
     }
 }
 
-/// One hard-EM step on a batch; returns the batch's hard-min loss.
+/// One hard-EM step on a batch, each value's squared error weighted by `w` `[D]` where
+/// given; returns the batch's hard-min loss (as trained) and the picked rows' squared
+/// errors `[B, D]`, unweighted.
 pub fn train_step(
     model: &dyn Predictor,
     opt: &mut Adam,
     s: &Tensor,
     s2: &Tensor,
+    w: Option<&Tensor>,
     forced: usize,
     mut usage: Option<&mut Usage>,
-) -> Result<f32> {
+) -> Result<(f32, Tensor)> {
     let k = model.num_actions();
-    let loss = model.assigned_loss(s, s2, &mut |errors| {
+    let picked = model.assigned_loss(s, s2, w, &mut |errors| {
         if let Some(u) = usage.as_deref_mut() {
             u.add(errors, k);
         }
         assign(errors, k, forced)
     })?;
-    let value = loss.to_scalar::<f32>()?;
-    opt.backward_step(&loss)?;
-    Ok(value)
+    let value = picked.loss.to_scalar::<f32>()?;
+    opt.backward_step(&picked.loss)?;
+    Ok((value, picked.squared))
 }

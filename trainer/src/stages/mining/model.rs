@@ -16,12 +16,18 @@ pub trait Predictor {
     /// The latent actions' learned embeddings `[K, E]` (variable `embeddings`).
     fn embeddings(&self) -> &Tensor;
 
-    /// Squared prediction error `[B, K]` of every latent action, for inputs `[B, D]`.
-    fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor>;
+    /// Squared prediction error `[B, K]` of every latent action, for inputs `[B, D]`,
+    /// each value's square multiplied by its weight in `w` `[D]` (none: all 1).
+    fn errors(
+        &self,
+        s: &Tensor,
+        s_next: &Tensor,
+        w: Option<&Tensor>,
+    ) -> candle_core::Result<Tensor>;
 
     /// One hard-EM step's loss: the errors of every latent action (as [`Predictor::errors`]
     /// gives them, row-major on the host) go to `assign`, which picks each sample's latent
-    /// action; the result is the mean error of the picked ones, to train on.
+    /// action; the loss is the mean error of the picked ones, to train on.
     ///
     /// Its gradient comes from a second pass over the B picked rows rather than a
     /// backward pass through all B * K, and the per-sample part of the model (the encoder)
@@ -30,8 +36,32 @@ pub trait Predictor {
         &self,
         s: &Tensor,
         s_next: &Tensor,
+        w: Option<&Tensor>,
         assign: &mut dyn FnMut(&[f32]) -> Vec<u32>,
-    ) -> candle_core::Result<Tensor>;
+    ) -> candle_core::Result<Assigned>;
+}
+
+/// What [`Predictor::assigned_loss`] gives.
+pub struct Assigned {
+    /// The mean weighted error of the picked latent actions (to train on).
+    pub loss: Tensor,
+    /// The picked rows' squared errors `[B, D]`, unweighted, cut from the graph.
+    pub squared: Tensor,
+}
+
+impl Assigned {
+    /// The loss and squares of the picked rows' errors `[B, D]`.
+    fn of(diff: Tensor, w: Option<&Tensor>) -> candle_core::Result<Assigned> {
+        let squared = diff.sqr()?;
+        let weighted = match w {
+            Some(w) => squared.broadcast_mul(w)?,
+            None => squared.clone(),
+        };
+        Ok(Assigned {
+            loss: weighted.sum(D::Minus1)?.mean_all()?,
+            squared: squared.detach(),
+        })
+    }
 }
 
 /// The forward model. It predicts the standardised next state as the standardised state
@@ -130,34 +160,46 @@ impl Predictor for ForwardModel {
         &self.embeddings
     }
 
-    fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
-        squared_errors(self.forward(s)?, s_next)
+    fn errors(
+        &self,
+        s: &Tensor,
+        s_next: &Tensor,
+        w: Option<&Tensor>,
+    ) -> candle_core::Result<Tensor> {
+        squared_errors(self.forward(s)?.broadcast_sub(&s_next.unsqueeze(1)?)?, w)
     }
 
     fn assigned_loss(
         &self,
         s: &Tensor,
         s_next: &Tensor,
+        w: Option<&Tensor>,
         assign: &mut dyn FnMut(&[f32]) -> Vec<u32>,
-    ) -> candle_core::Result<Tensor> {
+    ) -> candle_core::Result<Assigned> {
         let encoded = self.encode(s)?;
         // The errors only pick the rows; no gradient flows through them.
         let detached = (encoded.0.detach(), encoded.1.detach());
-        let errors = squared_errors(self.predictions(s, &detached)?, s_next)?;
+        let diff = self
+            .predictions(s, &detached)?
+            .broadcast_sub(&s_next.unsqueeze(1)?)?;
+        let errors = squared_errors(diff, w)?;
         let assigned = assign(&errors.flatten_all()?.to_vec1()?);
         let b = assigned.len();
         let rows_b = Tensor::arange(0u32, b as u32, s.device())?;
         let rows_k = Tensor::from_slice(&assigned, b, s.device())?;
         let pred = (self.deltas(&encoded, &rows_b, &rows_k)? + s)?;
-        (pred - s_next)?.sqr()?.sum(D::Minus1)?.mean_all()
+        Assigned::of((pred - s_next)?, w)
     }
 }
 
-/// Squared errors `[B, K]` of predictions `[B, K, D]` against next states `[B, D]`.
-fn squared_errors(pred: Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
-    pred.broadcast_sub(&s_next.unsqueeze(1)?)?
-        .sqr()?
-        .sum(D::Minus1)
+/// Squared errors summed over the last dimension of `diff` (predictions less targets),
+/// each value's square weighted by `w` (over that dimension) where given.
+fn squared_errors(diff: Tensor, w: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    let sq = diff.sqr()?;
+    match w {
+        Some(w) => sq.broadcast_mul(w)?.sum(D::Minus1),
+        None => sq.sum(D::Minus1),
+    }
 }
 
 /// Sample and latent-action indices of the `B * K` expanded rows.
@@ -331,12 +373,14 @@ impl ConvForwardModel {
     }
 
     /// Squared errors `[B, K]` from terms encoded with the change s' - s as target.
-    fn errors_of(&self, b: usize, encoded: &Encoded) -> candle_core::Result<Tensor> {
+    fn errors_of(
+        &self,
+        b: usize,
+        encoded: &Encoded,
+        w: Option<&Tensor>,
+    ) -> candle_core::Result<Tensor> {
         let (rows_b, rows_k) = expansion(b, self.k, encoded.state.device())?;
-        self.decode(encoded, &rows_b, &rows_k)?
-            .sqr()?
-            .sum(D::Minus1)?
-            .reshape((b, self.k))
+        squared_errors(self.decode(encoded, &rows_b, &rows_k)?, w)?.reshape((b, self.k))
     }
 }
 
@@ -374,27 +418,30 @@ impl Predictor for ConvForwardModel {
         &self.embeddings
     }
 
-    fn errors(&self, s: &Tensor, s_next: &Tensor) -> candle_core::Result<Tensor> {
+    fn errors(
+        &self,
+        s: &Tensor,
+        s_next: &Tensor,
+        w: Option<&Tensor>,
+    ) -> candle_core::Result<Tensor> {
         let change = (s_next - s)?;
-        self.errors_of(s.dim(0)?, &self.encode(s, Some(&change))?)
+        self.errors_of(s.dim(0)?, &self.encode(s, Some(&change))?, w)
     }
 
     fn assigned_loss(
         &self,
         s: &Tensor,
         s_next: &Tensor,
+        w: Option<&Tensor>,
         assign: &mut dyn FnMut(&[f32]) -> Vec<u32>,
-    ) -> candle_core::Result<Tensor> {
+    ) -> candle_core::Result<Assigned> {
         let change = (s_next - s)?;
         let encoded = self.encode(s, Some(&change))?;
-        let errors = self.errors_of(s.dim(0)?, &encoded.detach())?;
+        let errors = self.errors_of(s.dim(0)?, &encoded.detach(), w)?;
         let assigned = assign(&errors.flatten_all()?.to_vec1()?);
         let b = assigned.len();
         let rows_b = Tensor::arange(0u32, b as u32, s.device())?;
         let rows_k = Tensor::from_slice(&assigned, b, s.device())?;
-        self.decode(&encoded, &rows_b, &rows_k)?
-            .sqr()?
-            .sum(D::Minus1)?
-            .mean_all()
+        Assigned::of(self.decode(&encoded, &rows_b, &rows_k)?, w)
     }
 }
