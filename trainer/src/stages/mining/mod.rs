@@ -174,8 +174,6 @@ pub struct Noise {
     mean_square: Vec<f64>,
     /// Each value's mean square change (the error before training).
     change: Vec<f64>,
-    /// The least variance a value is given.
-    floor: f64,
 }
 
 impl Noise {
@@ -197,17 +195,22 @@ impl Noise {
         for m in &mut ms {
             *m /= n.max(1) as f64;
         }
-        let mean = ms.iter().sum::<f64>() / d.max(1) as f64;
         Noise {
             change: ms.clone(),
             mean_square: ms,
-            floor: (1e-3 * mean).max(1e-12),
         }
     }
 
+    /// The least variance any value is given: a thousandth of the mean change.
+    fn floor(&self) -> f64 {
+        let mean = self.change.iter().sum::<f64>() / self.change.len().max(1) as f64;
+        (1e-3 * mean).max(1e-12)
+    }
+
     fn variances(&self) -> impl Iterator<Item = f64> + '_ {
+        let floor = self.floor();
         (self.mean_square.iter().zip(&self.change))
-            .map(|(&m, &c)| m.max(Self::UNEXPLAINED * c).max(self.floor))
+            .map(move |(&m, &c)| m.max(Self::UNEXPLAINED * c).max(floor))
     }
 
     /// The weights `[D]`: each value's inverse variance times the mean variance, so that
@@ -219,13 +222,14 @@ impl Noise {
         Ok(Tensor::from_vec(w, self.mean_square.len(), device)?)
     }
 
-    /// Takes in a batch's squared errors `[B, D]` on the picked latent actions.
-    fn update(&mut self, squared: &Tensor) -> Result<()> {
+    /// Takes in a batch's squared errors `[B, D]` on the picked latent actions; returns
+    /// their unweighted loss (the mean over rows of the sum over values).
+    fn update(&mut self, squared: &Tensor) -> Result<f64> {
         let batch: Vec<f32> = squared.mean(0)?.to_vec1()?;
         for (m, &x) in self.mean_square.iter_mut().zip(&batch) {
             *m += Self::RATE * (x as f64 - *m);
         }
-        Ok(())
+        Ok(batch.iter().map(|&x| x as f64).sum())
     }
 
     /// The share of each value's change that the model explains: 1 - its error / its
@@ -448,10 +452,7 @@ impl Run {
             // Weighted, the loss stays near the same value whatever the model: the curve
             // shows the unweighted one.
             let loss = match &mut self.noise {
-                Some(noise) => {
-                    noise.update(&squared)?;
-                    squared.sum(D::Minus1)?.mean_all()?.to_scalar::<f32>()? as f64
-                }
+                Some(noise) => noise.update(&squared)?,
                 None => loss as f64,
             };
             if splitting && (step + 1) % cfg.split_every == 0 {
@@ -938,7 +939,7 @@ mod tests {
         let next = [1.0f32, 2.0, 5.0, -1.0, 0.0, 5.0];
         let noise = Noise::of(&obs, &next, 3);
         assert_eq!(noise.mean_square, vec![1.0, 2.0, 0.0]);
-        assert_eq!(noise.floor, 1e-3);
+        assert_eq!(noise.floor(), 1e-3);
         let w: Vec<f32> = noise.weights(&Device::Cpu).unwrap().to_vec1().unwrap();
         let mean = (1.0 + 2.0 + 1e-3) / 3.0;
         for (w, v) in w.iter().zip([1.0, 2.0, 1e-3]) {
