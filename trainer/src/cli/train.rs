@@ -93,6 +93,10 @@ pub struct Overrides {
     /// count as outside the data (guidance and shaping skip or zero them).
     #[arg(long, num_args = 0.., value_delimiter = ',')]
     pub density_gate: Option<Vec<usize>>,
+    /// Values of a vector state that V does not read (`--ignore-values 4,5`: a battery's
+    /// voltage, a clock); Q-learning sees them as zero and the model scales them by 0.
+    #[arg(long, value_delimiter = ',')]
+    pub ignore_values: Option<Vec<usize>>,
 }
 
 impl Overrides {
@@ -105,6 +109,9 @@ impl Overrides {
         }
         let int = |n: Option<usize>| n.map(|n| toml::Value::Integer(n as i64));
         let name = |v: Option<String>| v.map(toml::Value::String);
+        let ints = |v: &Vec<usize>| {
+            toml::Value::Array(v.iter().map(|&d| toml::Value::Integer(d as i64)).collect())
+        };
         let all = [
             ("labels", name(self.labels.map(|l| l.key().to_string()))),
             ("q", name(self.q.map(|q| q.name().to_string()))),
@@ -126,16 +133,8 @@ impl Overrides {
                 "density.enabled",
                 self.density_gate.as_ref().map(|_| true.into()),
             ),
-            (
-                "density.dims",
-                self.density_gate.as_ref().map(|dims| {
-                    toml::Value::Array(
-                        dims.iter()
-                            .map(|&d| toml::Value::Integer(d as i64))
-                            .collect(),
-                    )
-                }),
-            ),
+            ("density.dims", self.density_gate.as_ref().map(ints)),
+            ("ignored_values", self.ignore_values.as_ref().map(ints)),
         ];
         Ok(all
             .into_iter()

@@ -273,6 +273,51 @@ impl Dataset {
         }
     }
 
+    /// The same transitions with the state values `values` held at zero, before and after
+    /// each step: what a run that ignores them learns from (`ignored_values`).
+    ///
+    /// ```
+    /// use laq::data::Dataset;
+    /// let d = Dataset {
+    ///     obs_shape: vec![3],
+    ///     observations: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0].into(),
+    ///     next_observations: vec![2.0, 3.0, 4.0, 5.0, 6.0, 7.0].into(),
+    ///     rewards: vec![0.0, 1.0],
+    ///     terminals: vec![false, true],
+    ///     timeouts: None,
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// let z = d.ignoring(&[1]);
+    /// assert_eq!(z.observations.to_f32().as_ref(), &[1.0, 0.0, 3.0, 4.0, 0.0, 6.0]);
+    /// assert_eq!(z.next_observations.to_f32().as_ref(), &[2.0, 0.0, 4.0, 5.0, 0.0, 7.0]);
+    /// ```
+    pub fn ignoring(&self, values: &[usize]) -> Dataset {
+        let d = self.obs_dim();
+        let zero = |o: &Observations| -> Observations {
+            let mut o = o.clone();
+            match &mut o {
+                Observations::F32(v) => v
+                    .chunks_exact_mut(d)
+                    .for_each(|row| values.iter().for_each(|&j| row[j] = 0.0)),
+                Observations::U8(v) => v
+                    .chunks_exact_mut(d)
+                    .for_each(|row| values.iter().for_each(|&j| row[j] = 0)),
+            }
+            o
+        };
+        Dataset {
+            obs_shape: self.obs_shape.clone(),
+            observations: zero(&self.observations),
+            next_observations: zero(&self.next_observations),
+            rewards: self.rewards.clone(),
+            terminals: self.terminals.clone(),
+            timeouts: self.timeouts.clone(),
+            next_missing: self.next_missing.clone(),
+            actions: self.actions.clone(),
+        }
+    }
+
     /// Rows whose next observation is known: all but the [`Dataset::next_missing`] ones.
     pub fn rows_with_next(&self) -> Vec<usize> {
         match &self.next_missing {

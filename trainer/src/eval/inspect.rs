@@ -380,6 +380,17 @@ impl fmt::Display for ModelReport {
             short(&self.input_mean),
             short(&self.input_scale)
         )?;
+        let unread: Vec<String> = (self.input_scale.iter().enumerate())
+            .filter(|&(_, &k)| k == 0.0)
+            .map(|(j, _)| j.to_string())
+            .collect();
+        if self.conv_layers.is_empty() && !unread.is_empty() {
+            writeln!(
+                f,
+                "  values V does not read (scale 0; the run's `ignored_values`): {}",
+                unread.join(", ")
+            )?;
+        }
         match self.density_threshold {
             Some(t) => writeln!(f, "  density gate: yes (threshold {t})")?,
             None => writeln!(f, "  density gate: no")?,

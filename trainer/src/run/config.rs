@@ -96,6 +96,21 @@ pub struct TrainConfig {
     /// written without this key repeats without it.
     #[serde(default)]
     pub retry_along_trajectories: bool,
+    /// Values of a vector state that V does not read (0-based): Q-learning sees them held
+    /// at zero, and the exported model scales them by 0 (`input.scale`), so that V is
+    /// the same whatever a state holds there. Mining still sees them.
+    #[serde(default)]
+    pub ignored_values: Vec<usize>,
+    /// Where deep Q-learning on vector states gives a doubtful V and some values are noise
+    /// to every label ([`crate::stages::mining::noise_to_labels`]: a channel that wanders
+    /// on its own, a clock), Q-learning runs again with those values ignored
+    /// (`ignored_values`); that V is exported where it fails fewer checks. Such values
+    /// tell the trajectories apart, or the time rather than the place, and V learned each
+    /// trajectory's own steps to a reward by them (docs/trust.md, "Values the labels call
+    /// noise", has the evidence). A run directory written without this key repeats
+    /// without it.
+    #[serde(default)]
+    pub retry_ignoring_noise: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -149,6 +164,8 @@ impl Default for TrainConfig {
             near_frames: true,
             fit_bound: true,
             retry_along_trajectories: true,
+            ignored_values: vec![],
+            retry_ignoring_noise: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),
@@ -520,6 +537,7 @@ impl TrainConfig {
         if gate {
             self.density.check_dims(data.obs_dim())?;
         }
+        self.check_ignored(data)?;
         // Squared errors of larger returns overflow f32 and training ends in NaN.
         for gamma in [self.dqn.gamma, self.tabular.gamma] {
             let (lo, hi) = qlearn::return_bounds(data, gamma);
@@ -537,6 +555,57 @@ impl TrainConfig {
             }
         }
         Ok(())
+    }
+
+    /// An error naming `ignored_values` where they do not fit the data: images, a value
+    /// past the state's length or named twice, every value of the state, or one the
+    /// density gate reads.
+    fn check_ignored(&self, data: &Dataset) -> Result<()> {
+        let ignored = &self.ignored_values;
+        if ignored.is_empty() {
+            return Ok(());
+        }
+        let d = data.obs_dim();
+        if data.is_image() {
+            anyhow::bail!(
+                "`ignored_values` applies to vector states; this data has images {:?}",
+                data.obs_shape
+            );
+        }
+        let mut seen = vec![false; d];
+        for &j in ignored {
+            match seen.get_mut(j) {
+                None => anyhow::bail!(
+                    "`ignored_values` names value {j}, but a state has {d} values (0 to {})",
+                    d.saturating_sub(1)
+                ),
+                Some(true) => anyhow::bail!("`ignored_values` names value {j} twice"),
+                Some(s) => *s = true,
+            }
+        }
+        if ignored.len() >= d {
+            anyhow::bail!("`ignored_values` leaves none of the state's {d} values for V to read");
+        }
+        if self.density.enabled {
+            if let Some(j) = ignored.iter().find(|j| self.density.dims.contains(j)) {
+                anyhow::bail!(
+                    "`density.dims` names value {j}, which `ignored_values` leaves out of V"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// These settings with the values `values` ignored by V as well ([`Self::ignored_values`]).
+    pub fn ignoring(&self, values: &[usize]) -> TrainConfig {
+        let mut cfg = self.clone();
+        for &j in values {
+            if !cfg.ignored_values.contains(&j) {
+                cfg.ignored_values.push(j);
+            }
+        }
+        cfg.ignored_values.sort_unstable();
+        cfg
     }
 
     /// The settings as TOML, every key present (`laq config default`).
@@ -749,6 +818,53 @@ mod tests {
         let before = written_before("retry_along_trajectories = true\n");
         assert!(!before.retry_along_trajectories);
         assert!(TrainConfig::images(&[1, 8, 8]).retry_along_trajectories);
+    }
+
+    /// A run directory's `config.toml` from before `retry_ignoring_noise` existed keeps
+    /// the V that reads every value; new runs try without the values the labels call noise.
+    #[test]
+    fn a_config_without_the_noise_retry_reads_every_value() {
+        let before = written_before("retry_ignoring_noise = true\n");
+        assert!(!before.retry_ignoring_noise && before.ignored_values.is_empty());
+        assert!(TrainConfig::continuous().retry_ignoring_noise);
+    }
+
+    #[test]
+    fn ignored_values_must_fit_the_state() {
+        let d = Dataset {
+            obs_shape: vec![3],
+            observations: vec![0.0; 6].into(),
+            next_observations: vec![1.0; 6].into(),
+            rewards: vec![0.0, 1.0],
+            terminals: vec![false, true],
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        let with = |values: &[usize]| TrainConfig::default().ignoring(values);
+        assert!(with(&[2, 0]).check_for(&d).is_ok());
+        assert_eq!(with(&[2, 0, 2]).ignored_values, vec![0, 2]);
+        let error = |cfg: TrainConfig| cfg.check_for(&d).unwrap_err().to_string();
+        assert!(error(with(&[3])).contains("value 3, but a state has 3 values"));
+        let twice = TrainConfig {
+            ignored_values: vec![1, 1],
+            ..TrainConfig::default()
+        };
+        assert!(error(twice).contains("value 1 twice"));
+        assert!(error(with(&[0, 1, 2])).contains("none of the state's 3 values"));
+        let mut gated = with(&[1]);
+        gated.density.enabled = true;
+        gated.density.dims = vec![0, 1];
+        assert!(error(gated).contains("`density.dims` names value 1"));
+        let frames = Dataset {
+            obs_shape: vec![1, 1, 3],
+            ..d
+        };
+        assert!(with(&[0])
+            .check_for(&frames)
+            .unwrap_err()
+            .to_string()
+            .contains("images"));
     }
 
     /// A run directory's `config.toml` from before `ways_pace` existed counts the ways'

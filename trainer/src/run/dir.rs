@@ -53,6 +53,7 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
         trust: tr.trust.clone(),
         q_checkpoints: tr.q_checkpoints.clone(),
         retargeted: tr.retargeted.clone(),
+        noise_ignored: tr.noise_ignored.clone(),
         contexts: tr.contexts.clone(),
         reading: vec![],
     }

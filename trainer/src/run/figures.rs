@@ -259,6 +259,16 @@ pub fn report(
              ({r}). `config.toml` holds the settings of the exported V.\n"
         );
     }
+    if let Some(r) = &metrics.noise_ignored {
+        let _ = writeln!(
+            s,
+            "V was doubtful, and the forward model explains next to nothing of some values' \
+             change (noise to every label: a channel that wanders on its own, a clock), so \
+             Q-learning ran again with those values ignored ({r}). A V that ignores values \
+             is exported only where it fails fewer checks, and then reads them as zero \
+             (`laq inspect` names them); `config.toml` holds the settings of the exported V.\n"
+        );
+    }
     let checkpoints = &metrics.q_checkpoints;
     if let Some(c) = checkpoints.iter().find(|c| c.chosen) {
         let per: Vec<String> = checkpoints

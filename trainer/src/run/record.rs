@@ -181,6 +181,10 @@ pub struct RunMetrics {
     /// Where Q-learning ran again along the data's trajectories, and which V was exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retargeted: Option<Retargeted>,
+    /// Where Q-learning ran again ignoring the values the labels call noise, and which V
+    /// was exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_ignored: Option<NoiseIgnored>,
     /// Rows that change a context, left out of mining and Q-learning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contexts: Option<ContextsLeftOut>,
@@ -241,12 +245,69 @@ pub struct Retargeted {
     pub exported_along: bool,
 }
 
+/// A run whose V was doubtful while some values were noise to every label: Q-learning
+/// ran again with those values ignored (`retry_ignoring_noise`), and that V is exported
+/// where it fails fewer checks.
+///
+/// ```
+/// use laq::run::record::NoiseIgnored;
+/// use laq::run::trust::Verdict;
+/// let r = NoiseIgnored {
+///     values: vec![4, 5],
+///     reading: Verdict::Doubtful,
+///     reading_failed: vec!["halves_agree".into()],
+///     ignoring: Verdict::Trusted,
+///     ignoring_failed: vec![],
+///     exported_ignoring: true,
+/// };
+/// assert!(r.to_string().contains("exported: the V that ignores them"));
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct NoiseIgnored {
+    /// The values that are noise to every label (0-based).
+    pub values: Vec<usize>,
+    /// The verdict on the V that reads them.
+    pub reading: crate::run::trust::Verdict,
+    /// The checks that V failed.
+    pub reading_failed: Vec<String>,
+    /// The verdict on the V that ignores them.
+    pub ignoring: crate::run::trust::Verdict,
+    /// The checks that V failed.
+    pub ignoring_failed: Vec<String>,
+    /// Whether the V that ignores them is the one exported (`config.toml` then names them
+    /// in `ignored_values`).
+    pub exported_ignoring: bool,
+}
+
+impl fmt::Display for NoiseIgnored {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let values: Vec<String> = self.values.iter().map(usize::to_string).collect();
+        write!(
+            f,
+            "V reading value {} (noise to every label): {}; ignoring them \
+             (`ignored_values`): {}; exported: the V {}",
+            values.join(", "),
+            verdict_line(self.reading, &self.reading_failed),
+            verdict_line(self.ignoring, &self.ignoring_failed),
+            match self.exported_ignoring {
+                true => "that ignores them",
+                false => "that reads them (the other fails as many checks or more)",
+            }
+        )
+    }
+}
+
+/// A verdict and the checks that failed, as a record's line shows them.
+fn verdict_line(v: crate::run::trust::Verdict, failed: &[String]) -> String {
+    match failed {
+        [] => format!("{v:?}").to_lowercase(),
+        _ => format!("{v:?} (failed {})", failed.join(", ")).to_lowercase(),
+    }
+}
+
 impl fmt::Display for Retargeted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = |v: crate::run::trust::Verdict, failed: &[String]| match failed {
-            [] => format!("{v:?}").to_lowercase(),
-            _ => format!("{v:?} (failed {})", failed.join(", ")).to_lowercase(),
-        };
+        let verdict = verdict_line;
         write!(
             f,
             "one-step targets: {}; again along the data's trajectories (`dqn.lambda = 1`, \
@@ -333,6 +394,9 @@ impl fmt::Display for RunMetrics {
         if let Some(r) = &self.retargeted {
             writeln!(f, "  targets            {r}")?;
         }
+        if let Some(r) = &self.noise_ignored {
+            writeln!(f, "  noise              {r}")?;
+        }
         writeln!(f, "  model              {VALUE_FILE}: {}", self.model)?;
         for (k, v) in &self.timings_s {
             writeln!(f, "  time {k:<28} {v:.2} s")?;
@@ -349,8 +413,8 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 }
 
 /// The share of each value's change explained, as `summary.txt` shows it: every value up
-/// to 12, else the range; and which values the labels take for noise (below 0.1 where
-/// another value is explained at 0.5 or more).
+/// to 12, else the range; and which values are noise to every label
+/// ([`crate::stages::mining::noise_to_labels`]).
 fn explained_line(e: &[f32]) -> String {
     let mut line = if e.len() <= 12 {
         let each: Vec<String> = e.iter().map(|x| format!("{x:.2}")).collect();
@@ -360,11 +424,11 @@ fn explained_line(e: &[f32]) -> String {
         let hi = e.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         format!("{lo:.2} to {hi:.2} over the {} values of s' - s", e.len())
     };
-    let noise: Vec<String> = (e.iter().enumerate())
-        .filter(|&(_, &x)| x < 0.1)
-        .map(|(i, _)| i.to_string())
+    let noise: Vec<String> = crate::stages::mining::noise_to_labels(e)
+        .iter()
+        .map(usize::to_string)
         .collect();
-    if !noise.is_empty() && e.iter().any(|&x| x >= 0.5) {
+    if !noise.is_empty() {
         let shown = noise
             .iter()
             .take(12)

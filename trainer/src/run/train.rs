@@ -1,7 +1,7 @@
 //! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
 
 use super::config::{TrainConfig, ValueHead};
-use super::record::{Candidate, ContextsLeftOut, Retargeted};
+use super::record::{Candidate, ContextsLeftOut, NoiseIgnored, Retargeted};
 use super::trust::{self, Evidence, Trust};
 use crate::data::{paths, Dataset};
 use crate::export::ValueModel;
@@ -48,6 +48,10 @@ pub struct Trained {
     /// along the trajectories (`retry_along_trajectories`): both verdicts, and which V
     /// was exported.
     pub retargeted: Option<Retargeted>,
+    /// Where V was doubtful while some values were noise to every label, and Q-learning
+    /// ran again ignoring them (`retry_ignoring_noise`): both verdicts, and which V was
+    /// exported.
+    pub noise_ignored: Option<NoiseIgnored>,
     /// Rows left out of mining and Q-learning because they change a context
     /// ([`crate::data::contexts::carried`]), and the dimensions that are contexts.
     pub contexts: Option<ContextsLeftOut>,
@@ -161,6 +165,10 @@ fn train_rows(
     let gain = forward_model_gain(&labelled, data, cfg.seed)?;
     let t = Instant::now();
     let out = match q_used {
+        QKind::Tabular if !cfg.ignored_values.is_empty() => anyhow::bail!(
+            "`ignored_values` applies to deep Q-learning; this run's is tabular (`--q dqn` \
+             learns with it)"
+        ),
         QKind::Tabular => {
             if !data.observations.iter().all(|v| v.fract() == 0.0) {
                 anyhow::bail!("`--q tabular` needs integer-valued observations; use `--q dqn`");
@@ -226,78 +234,78 @@ fn train_rows(
                 q_checkpoints: vec![],
                 config: cfg.clone(),
                 retargeted: None,
+                noise_ignored: None,
                 contexts: None,
             }
         }
         variant => {
-            // The data's ways: evidence for the trust checks, and the bound of Q-learning,
-            // the same for each Q-learning of the run.
-            let traced = trust::Traced::of(data, cfg);
-            timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
-            let deep = Deep {
+            let mut run = deep_run(
                 data,
-                subset: subset.as_ref(),
-                qdata,
-                qlabels: &qlabels,
-                qk,
-                labelled: &labelled,
-                variant,
-                info: &info,
-                traced: &traced,
-            };
-            let mut first = deep.learn(cfg, device, ckpt)?;
-            timings.extend(first.timings.iter().cloned());
-            // One-step targets whose V stays below the data's own returns: the run learns
-            // again along the trajectories, or says to.
-            let short = cfg.dqn.lambda == 0.0
-                && first
-                    .trust
-                    .failed()
-                    .any(|c| c.name == trust::BELOW_DATA_RETURNS);
-            let (learned, config, retargeted) = match short {
-                true if cfg.retry_along_trajectories => {
-                    let along = cfg.along_trajectories(data);
-                    log::info!(
-                        "one-step targets left V below the data's own returns: Q-learning \
-                         again along the data's trajectories (`dqn.lambda = 1`, \
-                         `dqn.target_update = {}`, `dqn.gamma = {}`)",
-                        along.dqn.target_update,
-                        along.dqn.gamma
-                    );
-                    let second = deep.learn(&along, device, None)?;
-                    let exported = trust::preferred(&second.trust, &first.trust);
-                    let record = retargeted(&first.trust, &second.trust, &along, exported);
-                    log::info!("{record}");
-                    timings.extend(
-                        second
-                            .timings
-                            .iter()
-                            .map(|(k, v)| (format!("again: {k}"), *v)),
-                    );
-                    match exported {
-                        true => (second, along, Some(record)),
-                        false => (first, cfg.clone(), Some(record)),
-                    }
+                &labelled,
+                kept.as_ref(),
+                (variant, &info),
+                cfg,
+                device,
+                ckpt,
+            )?;
+            // A doubtful V, and values whose change no label explains (a clock, a channel
+            // that wanders on its own): V may tell the trajectories apart by them, or
+            // the time, rather than the place. Q-learning runs again without them.
+            let noise: Vec<usize> = (labelled.explained.as_deref())
+                .map(crate::stages::mining::noise_to_labels)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|j| !cfg.ignored_values.contains(j))
+                .collect();
+            let doubtful = run.trust.verdict == trust::Verdict::Doubtful;
+            let mut noise_ignored = None;
+            if doubtful && cfg.retry_ignoring_noise && !noise.is_empty() {
+                let ignoring = cfg.ignoring(&noise);
+                log::info!(
+                    "V is doubtful, and the labels explain next to nothing of value {}: \
+                     Q-learning again ignoring them",
+                    noise
+                        .iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let again = deep_run(
+                    data,
+                    &labelled,
+                    kept.as_ref(),
+                    (variant, &info),
+                    &ignoring,
+                    device,
+                    None,
+                )?;
+                // A V that ignores values cannot use what they say: it is exported only
+                // where it fails fewer checks, not on a tie broken by its rankings.
+                let exported = again.trust.failed().count() < run.trust.failed().count();
+                let failed = |t: &Trust| t.failed().map(|c| c.name.clone()).collect();
+                let record = NoiseIgnored {
+                    values: noise,
+                    reading: run.trust.verdict,
+                    reading_failed: failed(&run.trust),
+                    ignoring: again.trust.verdict,
+                    ignoring_failed: failed(&again.trust),
+                    exported_ignoring: exported,
+                };
+                log::info!("{record}");
+                let timed = again
+                    .timings
+                    .iter()
+                    .map(|(k, v)| (format!("ignoring noise: {k}"), *v));
+                let mut times = run.timings.clone();
+                times.extend(timed);
+                if exported {
+                    run = again;
                 }
-                true => {
-                    let advice = one_step_advice(data, cfg);
-                    first.trust.advise(trust::BELOW_DATA_RETURNS, &advice);
-                    (first, cfg.clone(), None)
-                }
-                false => (first, cfg.clone(), None),
-            };
-            let mut trust = learned.trust;
-            if config.halves_agree && !data.is_image() {
-                let t = Instant::now();
-                if let Some(check) = deep.halves_agree(&config, device)? {
-                    log::info!("{}: {:.3}", check.name, check.value);
-                    trust = trust.with(check);
-                }
-                timings.push((
-                    "trust: Q-learning on each half of the trajectories".into(),
-                    t.elapsed().as_secs_f64(),
-                ));
+                run.timings = times;
+                noise_ignored = Some(record);
             }
+            timings.extend(run.timings);
+            let learned = run.learned;
             Trained {
                 labelled,
                 q_used: variant,
@@ -309,16 +317,141 @@ fn train_rows(
                 fit_bounded: learned.bounded,
                 q_transitions: qdata.len(),
                 timings,
-                trust,
+                trust: run.trust,
                 forward_model_gain: gain,
                 q_checkpoints: learned.candidates,
-                config,
-                retargeted,
+                config: run.config,
+                retargeted: run.retargeted,
+                noise_ignored,
                 contexts: None,
             }
         }
     };
     Ok(out)
+}
+
+/// What deep Q-learning gave a run: the exported V's learning, its settings and verdict.
+struct DeepRun {
+    learned: Learned,
+    /// The settings that trained it (those of a second Q-learning along the trajectories
+    /// where that one was exported).
+    config: TrainConfig,
+    retargeted: Option<Retargeted>,
+    trust: Trust,
+    timings: Vec<(String, f64)>,
+}
+
+/// Deep Q-learning of a labelled run with `cfg`: on the data with `cfg.ignored_values`
+/// held at zero, again along the trajectories where one-step targets fall short
+/// (`retry_along_trajectories`), judged by the checks (`halves_agree` too); the exported
+/// networks read the ignored values as zero whatever a state holds there.
+fn deep_run(
+    data: &Dataset,
+    labelled: &Labelled,
+    kept: Option<&(Vec<usize>, Vec<u32>)>,
+    (variant, info): (QKind, &BTreeMap<String, String>),
+    cfg: &TrainConfig,
+    device: &Device,
+    ckpt: Option<&mut Checkpointer>,
+) -> Result<DeepRun> {
+    let zeroed;
+    let data = match cfg.ignored_values.is_empty() {
+        true => data,
+        false => {
+            zeroed = data.ignoring(&cfg.ignored_values);
+            &zeroed
+        }
+    };
+    let subset = kept.map(|(idx, _)| data.select(idx));
+    let (qdata, qlabels, qk) = match (&subset, kept) {
+        (Some(d), Some((_, l))) => (d, l.clone(), cfg.top_actions.unwrap_or(0)),
+        _ => (data, labelled.labels.clone(), labelled.num_actions),
+    };
+    let mut timings = vec![];
+    let t = Instant::now();
+    // The data's ways: evidence for the trust checks, and the bound of Q-learning,
+    // the same for each Q-learning of the run.
+    let traced = trust::Traced::of(data, cfg);
+    timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
+    let deep = Deep {
+        data,
+        subset: subset.as_ref(),
+        qdata,
+        qlabels: &qlabels,
+        qk,
+        labelled,
+        variant,
+        info,
+        traced: &traced,
+    };
+    let mut first = deep.learn(cfg, device, ckpt)?;
+    timings.extend(first.timings.iter().cloned());
+    // One-step targets whose V stays below the data's own returns: the run learns
+    // again along the trajectories, or says to.
+    let short = cfg.dqn.lambda == 0.0
+        && first
+            .trust
+            .failed()
+            .any(|c| c.name == trust::BELOW_DATA_RETURNS);
+    let (learned, config, retargeted) = match short {
+        true if cfg.retry_along_trajectories => {
+            let along = cfg.along_trajectories(data);
+            log::info!(
+                "one-step targets left V below the data's own returns: Q-learning \
+                 again along the data's trajectories (`dqn.lambda = 1`, \
+                 `dqn.target_update = {}`, `dqn.gamma = {}`)",
+                along.dqn.target_update,
+                along.dqn.gamma
+            );
+            let second = deep.learn(&along, device, None)?;
+            let exported = trust::preferred(&second.trust, &first.trust);
+            let record = retargeted(&first.trust, &second.trust, &along, exported);
+            log::info!("{record}");
+            timings.extend(
+                second
+                    .timings
+                    .iter()
+                    .map(|(k, v)| (format!("again: {k}"), *v)),
+            );
+            match exported {
+                true => (second, along, Some(record)),
+                false => (first, cfg.clone(), Some(record)),
+            }
+        }
+        true => {
+            let advice = one_step_advice(data, cfg);
+            first.trust.advise(trust::BELOW_DATA_RETURNS, &advice);
+            (first, cfg.clone(), None)
+        }
+        false => (first, cfg.clone(), None),
+    };
+    let mut trust = learned.trust.clone();
+    if config.halves_agree && !data.is_image() {
+        let t = Instant::now();
+        if let Some(check) = deep.halves_agree(&config, device)? {
+            log::info!("{}: {:.3}", check.name, check.value);
+            trust = trust.with(check);
+        }
+        timings.push((
+            "trust: Q-learning on each half of the trajectories".into(),
+            t.elapsed().as_secs_f64(),
+        ));
+    }
+    let mut learned = learned;
+    for &j in &cfg.ignored_values {
+        // Trained on zeros there, so a zero scale changes no value the checks saw.
+        learned.model.mean[j] = 0.0;
+        learned.model.scale[j] = 0.0;
+        learned.qnet.mean[j] = 0.0;
+        learned.qnet.std[j] = f32::INFINITY;
+    }
+    Ok(DeepRun {
+        learned,
+        config,
+        retargeted,
+        trust,
+        timings,
+    })
 }
 
 /// What deep Q-learning works on: the data, its labels, and what Q-learning sees of them.
@@ -728,7 +861,12 @@ fn finish(
         model.head = crate::export::Head::OneNorm;
     }
     if cfg.density.enabled {
-        let gate = crate::export::density::DensityGate::fit(&states, d, &cfg.density, cfg.seed)?;
+        // Values V ignores are held at zero here: the gate reads the others.
+        let mut density = cfg.density.clone();
+        if density.dims.is_empty() && !cfg.ignored_values.is_empty() {
+            density.dims = (0..d).filter(|j| !cfg.ignored_values.contains(j)).collect();
+        }
+        let gate = crate::export::density::DensityGate::fit(&states, d, &density, cfg.seed)?;
         log::info!(
             "density gate: {} components over {} dimensions, threshold {:.3}",
             gate.weights.len(),

@@ -140,8 +140,8 @@ pub fn halves_agree(rho: f64, pieces: usize) -> Check {
              {pieces} pieces) ranks all the data's states alike at Spearman {rho:.2}; a V \
              that one half does not teach for the other's states ranks them by what is \
              particular to each trajectory (a clock, a channel that wanders on its own), \
-             not by the state: leave out of the observations what does not bear on the \
-             task (a battery's voltage, a temperature) and train again"
+             not by the state: leave out what does not bear on the task (a battery's \
+             voltage, a temperature: `--ignore-values`, `ignored_values`) and train again"
         ),
     )
 }

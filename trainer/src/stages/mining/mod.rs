@@ -268,6 +268,33 @@ pub struct Mined {
     pub explained: Option<Vec<f32>>,
 }
 
+/// A value is noise to every label when the forward model explains less than this share
+/// of its change ([`Mined::explained`]) ...
+pub const NOISE_EXPLAINED: f32 = 0.1;
+/// ... while it explains at least this share of another value's: where no value is
+/// explained, nothing stands out as noise.
+pub const WELL_EXPLAINED: f32 = 0.5;
+
+/// The values that are noise to every label, by the share of each value's change the
+/// forward model explains ([`Mined::explained`]): those below [`NOISE_EXPLAINED`], where
+/// another value is at [`WELL_EXPLAINED`] or more. A channel that wanders on its own (a
+/// battery's voltage) or a clock: no latent action predicts its change.
+///
+/// ```
+/// use laq::stages::mining::noise_to_labels;
+/// assert_eq!(noise_to_labels(&[0.99, 0.97, 0.02, 0.0]), vec![2, 3]);
+/// assert!(noise_to_labels(&[0.05, 0.02]).is_empty());
+/// ```
+pub fn noise_to_labels(explained: &[f32]) -> Vec<usize> {
+    if !explained.iter().any(|&x| x >= WELL_EXPLAINED) {
+        return vec![];
+    }
+    (explained.iter().enumerate())
+        .filter(|&(_, &x)| x < NOISE_EXPLAINED)
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// One forward model in training, with everything that makes its run reproducible.
 struct Run {
     model: Box<dyn Predictor>,
