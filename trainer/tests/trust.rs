@@ -88,7 +88,8 @@ fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
 /// `report.md`, the checkpoint the checks chose. With four channels that wander on their
 /// own beside the state, the halves of the trajectories disagree on V, and the run
 /// learns again ignoring the values its labels call noise; values named in
-/// `ignored_values` are read as zero by the exported V.
+/// `ignored_values` are read as zero by the exported V. With a clock beside it, the V
+/// that ignores the clock is exported.
 #[test]
 fn an_undertrained_maze_v_is_doubtful() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,6 +221,46 @@ fn an_undertrained_maze_v_is_doubtful() {
     let shown = ok(&["inspect", model.to_str().unwrap()]);
     let line = "values V does not read (scale 0; the run's `ignored_values`): 4, 5, 6, 7";
     assert!(shown.contains(line), "{shown}");
+
+    // A clock (each row's place in the log) is noise to every label too: V ranked the
+    // states by when they were logged, and the V that ignores it fails fewer checks.
+    let clock = dir.path().join("clock.npz");
+    with_clock(&maze, &clock);
+    let out = dir.path().join("clock");
+    let c = clock.to_str().unwrap();
+    ok(&["train", "--data", c, "--out", out.to_str().unwrap()]);
+    let m = metrics(&out.join("metrics.json"));
+    let noise = &m["noise_ignored"];
+    assert_eq!(noise["values"], serde_json::json!([4]), "{m}");
+    assert_eq!(noise["exported_ignoring"], true, "{noise}");
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(config.contains("ignored_values = [4]"), "{config}");
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("exported: the V that ignores them"),
+        "{summary}"
+    );
+}
+
+/// `from` with one more value: each row's place in the file, from 0 to 1.
+fn with_clock(from: &std::path::Path, to: &std::path::Path) {
+    use laq::data::Dataset;
+    let d = Dataset::load(from).unwrap();
+    let (n, dim) = (d.len(), d.obs_dim());
+    let (mut obs, mut next) = (vec![], vec![]);
+    for i in 0..n {
+        obs.extend_from_slice(&d.obs_row(i));
+        obs.push(i as f32 / n as f32);
+        next.extend_from_slice(&d.next_obs_row(i));
+        next.push((i + 1) as f32 / n as f32);
+    }
+    let clocked = Dataset {
+        obs_shape: vec![dim + 1],
+        observations: obs.into(),
+        next_observations: next.into(),
+        ..d
+    };
+    clocked.save(to).unwrap();
 }
 
 /// `from` with `k` more channels, each a random walk of step 0.02 along the rows that run
