@@ -284,8 +284,9 @@ impl fmt::Display for NoiseIgnored {
         let values: Vec<String> = self.values.iter().map(usize::to_string).collect();
         write!(
             f,
-            "V reading value {} (noise to every label): {}; ignoring them \
+            "V reading value{} {} (noise to every label): {}; ignoring them \
              (`ignored_values`): {}; exported: the V {}",
+            if values.len() > 1 { "s" } else { "" },
             values.join(", "),
             verdict_line(self.reading, &self.reading_failed),
             verdict_line(self.ignoring, &self.ignoring_failed),
