@@ -148,12 +148,8 @@ fn train_rows(
         }
         _ => None,
     };
-    let subset = kept.as_ref().map(|(idx, _)| data.select(idx));
-    let (qdata, qlabels, qk) = match (&subset, &kept) {
-        (Some(d), Some((_, l))) => (d, l.clone(), cfg.top_actions.unwrap_or(0)),
-        _ => (data, labelled.labels.clone(), labelled.num_actions),
-    };
-    if qdata.is_empty() {
+    let q_transitions = kept.as_ref().map_or(data.len(), |(idx, _)| idx.len());
+    if q_transitions == 0 {
         anyhow::bail!("no transitions left for Q-learning");
     }
     let q_used = match cfg.q {
@@ -173,6 +169,8 @@ fn train_rows(
             if !data.observations.iter().all(|v| v.fract() == 0.0) {
                 anyhow::bail!("`--q tabular` needs integer-valued observations; use `--q dqn`");
             }
+            let (subset, qlabels, qk) = q_view(data, &labelled, kept.as_ref(), cfg);
+            let qdata = subset.as_ref().unwrap_or(data);
             let table = qlearn::tabular(qdata, &qlabels, qk, &cfg.tabular, cfg.seed)?;
             timings.push(("Q-learning (tabular)".into(), t.elapsed().as_secs_f64()));
             let t = Instant::now();
@@ -227,7 +225,7 @@ fn train_rows(
                 distill_max_abs_error: Some(err),
                 fit_bounded: None,
                 q_loss: net.loss_curve,
-                q_transitions: qdata.len(),
+                q_transitions,
                 timings,
                 trust,
                 forward_model_gain: gain,
@@ -315,7 +313,7 @@ fn train_rows(
                 qnet: Some(learned.qnet),
                 distill_max_abs_error: learned.err,
                 fit_bounded: learned.bounded,
-                q_transitions: qdata.len(),
+                q_transitions,
                 timings,
                 trust: run.trust,
                 forward_model_gain: gain,
@@ -328,6 +326,24 @@ fn train_rows(
         }
     };
     Ok(out)
+}
+
+/// What Q-learning sees of `data`: the rows of the most used labels (`kept`, relabelled)
+/// or all of them; their labels, and how many labels there are.
+fn q_view(
+    data: &Dataset,
+    labelled: &Labelled,
+    kept: Option<&(Vec<usize>, Vec<u32>)>,
+    cfg: &TrainConfig,
+) -> (Option<Dataset>, Vec<u32>, usize) {
+    match kept {
+        Some((idx, l)) => (
+            Some(data.select(idx)),
+            l.clone(),
+            cfg.top_actions.unwrap_or(0),
+        ),
+        None => (None, labelled.labels.clone(), labelled.num_actions),
+    }
 }
 
 /// What deep Q-learning gave a run: the exported V's learning, its settings and verdict.
@@ -362,11 +378,8 @@ fn deep_run(
             &zeroed
         }
     };
-    let subset = kept.map(|(idx, _)| data.select(idx));
-    let (qdata, qlabels, qk) = match (&subset, kept) {
-        (Some(d), Some((_, l))) => (d, l.clone(), cfg.top_actions.unwrap_or(0)),
-        _ => (data, labelled.labels.clone(), labelled.num_actions),
-    };
+    let (subset, qlabels, qk) = q_view(data, labelled, kept, cfg);
+    let qdata = subset.as_ref().unwrap_or(data);
     let mut timings = vec![];
     let t = Instant::now();
     // The data's ways: evidence for the trust checks, and the bound of Q-learning,
