@@ -557,9 +557,9 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// An error naming `ignored_values` where they do not fit the data: images, a value
-    /// past the state's length or named twice, every value of the state, or one the
-    /// density gate reads.
+    /// An error naming `ignored_values` where they do not fit the data: images, tabular
+    /// Q-learning, a value past the state's length or named twice, every value of the
+    /// state, or one the density gate reads.
     fn check_ignored(&self, data: &Dataset) -> Result<()> {
         let ignored = &self.ignored_values;
         if ignored.is_empty() {
@@ -570,6 +570,12 @@ impl TrainConfig {
             anyhow::bail!(
                 "`ignored_values` applies to vector states; this data has images {:?}",
                 data.obs_shape
+            );
+        }
+        if self.q == QKind::Tabular || (self.q == QKind::Auto && qlearn::is_tabular(data)) {
+            anyhow::bail!(
+                "`ignored_values` applies to deep Q-learning; this run's is tabular (`--q dqn` \
+                 learns with it)"
             );
         }
         let mut seen = vec![false; d];
@@ -841,16 +847,23 @@ mod tests {
             next_missing: None,
             actions: None,
         };
-        let with = |values: &[usize]| TrainConfig::default().ignoring(values);
+        let deep = TrainConfig {
+            q: QKind::Dqn,
+            ..TrainConfig::default()
+        };
+        let with = |values: &[usize]| deep.ignoring(values);
         assert!(with(&[2, 0]).check_for(&d).is_ok());
         assert_eq!(with(&[2, 0, 2]).ignored_values, vec![0, 2]);
         let error = |cfg: TrainConfig| cfg.check_for(&d).unwrap_err().to_string();
         assert!(error(with(&[3])).contains("value 3, but a state has 3 values"));
         let twice = TrainConfig {
             ignored_values: vec![1, 1],
-            ..TrainConfig::default()
+            ..deep.clone()
         };
         assert!(error(twice).contains("value 1 twice"));
+        // Integer states of a small table: `--q auto` learns a table, which reads them all.
+        let table = TrainConfig::default().ignoring(&[0]);
+        assert!(error(table).contains("tabular"));
         assert!(error(with(&[0, 1, 2])).contains("none of the state's 3 values"));
         let mut gated = with(&[1]);
         gated.density.enabled = true;

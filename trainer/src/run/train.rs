@@ -161,10 +161,6 @@ fn train_rows(
     let gain = forward_model_gain(&labelled, data, cfg.seed)?;
     let t = Instant::now();
     let out = match q_used {
-        QKind::Tabular if !cfg.ignored_values.is_empty() => anyhow::bail!(
-            "`ignored_values` applies to deep Q-learning; this run's is tabular (`--q dqn` \
-             learns with it)"
-        ),
         QKind::Tabular => {
             if !data.observations.iter().all(|v| v.fract() == 0.0) {
                 anyhow::bail!("`--q tabular` needs integer-valued observations; use `--q dqn`");
