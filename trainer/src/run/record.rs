@@ -440,7 +440,10 @@ fn explained_line(e: &[f32]) -> String {
             n if n > 12 => format!(" and {} more", n - 12),
             _ => String::new(),
         };
-        line += &format!("; noise to every label: value {shown}{more} (below 0.1, weighed little)");
+        line += &format!(
+            "; noise to every label: value {shown}{more} (below {}, weighed little)",
+            crate::stages::mining::NOISE_EXPLAINED
+        );
     }
     line
 }
