@@ -167,11 +167,15 @@ fn an_undertrained_maze_v_is_doubtful() {
     let explained: Vec<f64> = (m["change_explained"].as_array().unwrap().iter())
         .map(|x| x.as_f64().unwrap())
         .collect();
+    // Each value named is noise to every label, or moved by none over up to 64 steps.
+    let moved: Vec<Option<f64>> = serde_json::from_value(m["labels_move"].clone()).unwrap();
     let named: Vec<usize> = serde_json::from_value(noise["values"].clone()).unwrap();
-    assert!(
-        !named.is_empty() && named.iter().all(|&j| explained[j] < 0.1),
-        "{m}"
-    );
+    let unmoved: Vec<usize> = serde_json::from_value(noise["unmoved"].clone()).unwrap();
+    let why = |j: usize| match unmoved.contains(&j) {
+        true => moved[j].is_some_and(|x| x < 0.1),
+        false => explained[j] < 0.1,
+    };
+    assert!(!named.is_empty() && named.iter().all(|&j| why(j)), "{m}");
     let fewer = failed("ignoring_failed").len() < failed("reading_failed").len();
     assert_eq!(noise["exported_ignoring"], fewer, "{noise}");
     let exported = if fewer { "ignoring" } else { "reading" };
@@ -183,7 +187,11 @@ fn an_undertrained_maze_v_is_doubtful() {
     let f = first.to_str().unwrap();
     // Only the values named: no retry that might add others.
     let settings = dir.path().join("no-retry.toml");
-    std::fs::write(&settings, "retry_ignoring_noise = false\n").unwrap();
+    std::fs::write(
+        &settings,
+        "retry_ignoring_noise = false\nretry_ignoring_unmoved = false\n",
+    )
+    .unwrap();
     let s = settings.to_str().unwrap();
     let ignore = ["--ignore-values", "4,5,6,7"];
     ok(&[
@@ -233,11 +241,15 @@ fn an_undertrained_maze_v_is_doubtful() {
     let noise = &m["noise_ignored"];
     assert_eq!(noise["values"], serde_json::json!([4]), "{m}");
     assert_eq!(noise["exported_ignoring"], true, "{noise}");
+    // No label moves the clock, over any stretch; they move the ball's place and speed.
+    assert_eq!(noise["unmoved"], serde_json::json!([4]), "{m}");
+    let moved: Vec<f64> = serde_json::from_value(m["labels_move"].clone()).unwrap();
+    assert!(moved[..4].iter().all(|&x| x > 0.1) && moved[4] < 0.1, "{m}");
     let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
     assert!(config.contains("ignored_values = [4]"), "{config}");
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(
-        summary.contains("exported: the V that ignores them"),
+        summary.contains("exported: the V that ignores it"),
         "{summary}"
     );
 }

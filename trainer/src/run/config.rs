@@ -111,6 +111,16 @@ pub struct TrainConfig {
     /// without it.
     #[serde(default)]
     pub retry_ignoring_noise: bool,
+    /// Values of a vector state that no label moves (a battery that drains, the steps
+    /// since an episode began, a goal set from outside:
+    /// [`crate::stages::moved::unmoved_by_labels`]) join those of
+    /// `retry_ignoring_noise`; and where V is trusted but its halves agree less than two
+    /// seeds do (`halves_agree` below `seed_agreement`'s line) beside such values,
+    /// Q-learning runs again without them too, that V exported only where it is trusted
+    /// and its halves agree as two seeds do (docs/trust.md, "Values no label moves", has
+    /// the evidence). A run directory written without this key repeats without it.
+    #[serde(default)]
+    pub retry_ignoring_unmoved: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -166,6 +176,7 @@ impl Default for TrainConfig {
             retry_along_trajectories: true,
             ignored_values: vec![],
             retry_ignoring_noise: true,
+            retry_ignoring_unmoved: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),
@@ -833,6 +844,9 @@ mod tests {
         let before = written_before("retry_ignoring_noise = true\n");
         assert!(!before.retry_ignoring_noise && before.ignored_values.is_empty());
         assert!(TrainConfig::continuous().retry_ignoring_noise);
+        let before = written_before("retry_ignoring_unmoved = true\n");
+        assert!(!before.retry_ignoring_unmoved);
+        assert!(TrainConfig::continuous().retry_ignoring_unmoved);
     }
 
     #[test]

@@ -43,6 +43,11 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
         forward_model_gain: tr.forward_model_gain,
         change_explained: (tr.labelled.explained.as_ref())
             .map(|e| e.iter().map(|x| (x * 1000.0).round() / 1000.0).collect()),
+        labels_move: (tr.labels_move.as_ref()).map(|m| {
+            m.iter()
+                .map(|x| x.map(|x| (x * 1000.0).round() / 1000.0))
+                .collect()
+        }),
         q_loss: tr.q_loss.clone(),
         timings_s: tr.timings.iter().cloned().collect(),
         export_max_abs_error: tr.distill_max_abs_error,

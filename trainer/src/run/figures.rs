@@ -8,6 +8,7 @@ use super::config::TrainConfig;
 use super::plot::{Heatmap, LinePlot, Series, SeriesLabelPosition};
 use super::record::RunMetrics;
 use super::train::Trained;
+use super::trust;
 use crate::data::Dataset;
 use anyhow::Result;
 use candle_core::Device;
@@ -260,13 +261,25 @@ pub fn report(
         );
     }
     if let Some(r) = &metrics.noise_ignored {
+        let (why, rule) = match r.reading {
+            trust::Verdict::Doubtful => (
+                "V was doubtful, and no label explains or moves some values (noise to every \
+                 label: a channel that wanders on its own, a clock; moved by no label: a \
+                 battery that drains, the steps since an episode began)",
+                "only where it fails fewer checks",
+            ),
+            trust::Verdict::Trusted => (
+                "V was trusted, but its halves agreed less than two seeds do beside values \
+                 no label moves (a battery that drains, the steps since an episode began, a \
+                 goal set from outside)",
+                "only where it is trusted and its halves agree as two seeds do",
+            ),
+        };
         let _ = writeln!(
             s,
-            "V was doubtful, and the forward model explains next to nothing of some values' \
-             change (noise to every label: a channel that wanders on its own, a clock), so \
-             Q-learning ran again with those values ignored ({r}). A V that ignores values \
-             is exported only where it fails fewer checks, and then reads them as zero \
-             (`laq inspect` names them); `config.toml` holds the settings of the exported V.\n"
+            "{why}, so Q-learning ran again with those values ignored ({r}). A V that \
+             ignores values is exported {rule}, and then reads them as zero (`laq inspect` \
+             names them); `config.toml` holds the settings of the exported V.\n"
         );
     }
     let checkpoints = &metrics.q_checkpoints;

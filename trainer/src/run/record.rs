@@ -155,6 +155,11 @@ pub struct RunMetrics {
     /// forward model explains; near 0 for a value that is noise to every latent action.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_explained: Option<Vec<f32>>,
+    /// Labels on vector states with deep Q-learning: how far the labels move each value
+    /// over up to 64 steps, as a share of its spread (`null` for a value that never
+    /// varies); below 0.1 no label moves it ([`crate::stages::moved::moved_by_labels`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels_move: Option<Vec<Option<f32>>>,
     /// Mean Q-learning loss per tenth of training.
     pub q_loss: Vec<f32>,
     /// Seconds per stage.
@@ -245,35 +250,52 @@ pub struct Retargeted {
     pub exported_along: bool,
 }
 
-/// A run whose V was doubtful while some values were noise to every label: Q-learning
-/// ran again with those values ignored (`retry_ignoring_noise`), and that V is exported
-/// where it fails fewer checks.
+/// A run whose V was doubtful while some values were noise to every label or moved by
+/// none (`retry_ignoring_noise`, `retry_ignoring_unmoved`), or trusted with halves that
+/// agree less than two seeds do beside values no label moves: Q-learning ran again with
+/// those values ignored. Beside a doubtful V, that V is exported where it fails fewer
+/// checks; beside a trusted one, where it is trusted and its halves agree as two seeds do.
 ///
 /// ```
 /// use laq::run::record::NoiseIgnored;
 /// use laq::run::trust::Verdict;
 /// let r = NoiseIgnored {
 ///     values: vec![4, 5],
+///     unmoved: vec![5],
 ///     reading: Verdict::Doubtful,
 ///     reading_failed: vec!["halves_agree".into()],
+///     reading_halves: Some(0.3),
 ///     ignoring: Verdict::Trusted,
 ///     ignoring_failed: vec![],
+///     ignoring_halves: Some(0.97),
 ///     exported_ignoring: true,
 /// };
-/// assert!(r.to_string().contains("exported: the V that ignores them"));
+/// let line = r.to_string();
+/// assert!(line.contains("values 4, 5 (4 noise to every label, 5 moved by no label)"));
+/// assert!(line.contains("exported: the V that ignores them"));
 /// ```
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct NoiseIgnored {
-    /// The values that are noise to every label (0-based).
+    /// The values ignored (0-based): noise to every label, or moved by none.
     pub values: Vec<usize>,
+    /// Those of them that no label moves ([`crate::stages::moved::unmoved_by_labels`]);
+    /// the others are noise to every label.
+    #[serde(default)]
+    pub unmoved: Vec<usize>,
     /// The verdict on the V that reads them.
     pub reading: crate::run::trust::Verdict,
     /// The checks that V failed.
     pub reading_failed: Vec<String>,
+    /// That V's `halves_agree`, where the check ran.
+    #[serde(default)]
+    pub reading_halves: Option<f64>,
     /// The verdict on the V that ignores them.
     pub ignoring: crate::run::trust::Verdict,
     /// The checks that V failed.
     pub ignoring_failed: Vec<String>,
+    /// That V's `halves_agree`, where the check ran.
+    #[serde(default)]
+    pub ignoring_halves: Option<f64>,
     /// Whether the V that ignores them is the one exported (`config.toml` then names them
     /// in `ignored_values`).
     pub exported_ignoring: bool,
@@ -281,18 +303,41 @@ pub struct NoiseIgnored {
 
 impl fmt::Display for NoiseIgnored {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let values: Vec<String> = self.values.iter().map(usize::to_string).collect();
+        let list = |v: &mut dyn Iterator<Item = &usize>| -> String {
+            v.map(usize::to_string).collect::<Vec<_>>().join(", ")
+        };
+        let noise = list(&mut self.values.iter().filter(|j| !self.unmoved.contains(j)));
+        let unmoved = list(&mut self.unmoved.iter());
+        let why = match (noise.is_empty(), unmoved.is_empty()) {
+            (false, true) => "noise to every label".to_string(),
+            (true, false) => "moved by no label".to_string(),
+            _ => format!("{noise} noise to every label, {unmoved} moved by no label"),
+        };
+        let halves = |h: Option<f64>| match h {
+            Some(h) => format!(", halves agree at {h:.2}"),
+            None => String::new(),
+        };
+        let trusted = self.reading == crate::run::trust::Verdict::Trusted;
+        let them = if self.values.len() > 1 { "them" } else { "it" };
         write!(
             f,
-            "V reading value{} {} (noise to every label): {}; ignoring them \
-             (`ignored_values`): {}; exported: the V {}",
-            if values.len() > 1 { "s" } else { "" },
-            values.join(", "),
+            "V reading value{} {} ({why}): {}{}; ignoring {them} (`ignored_values`): {}{}; \
+             exported: the V {}",
+            if self.values.len() > 1 { "s" } else { "" },
+            list(&mut self.values.iter()),
             verdict_line(self.reading, &self.reading_failed),
+            halves(self.reading_halves),
             verdict_line(self.ignoring, &self.ignoring_failed),
-            match self.exported_ignoring {
-                true => "that ignores them",
-                false => "that reads them (the other fails as many checks or more)",
+            halves(self.ignoring_halves),
+            match (self.exported_ignoring, trusted) {
+                (true, _) => format!("that ignores {them}"),
+                (false, false) => {
+                    format!("that reads {them} (the other fails as many checks or more)")
+                }
+                (false, true) => format!(
+                    "that reads {them} (the other is doubtful, or its halves agree less \
+                     than two seeds do)"
+                ),
             }
         )
     }
@@ -362,6 +407,9 @@ impl fmt::Display for RunMetrics {
         if let Some(e) = &self.change_explained {
             writeln!(f, "  change explained   {}", explained_line(e))?;
         }
+        if let Some(m) = &self.labels_move {
+            writeln!(f, "  labels move        {}", moved_line(m))?;
+        }
         if let Some(e) = self.export_max_abs_error {
             writeln!(
                 f,
@@ -396,7 +444,7 @@ impl fmt::Display for RunMetrics {
             writeln!(f, "  targets            {r}")?;
         }
         if let Some(r) = &self.noise_ignored {
-            writeln!(f, "  noise              {r}")?;
+            writeln!(f, "  ignoring values    {r}")?;
         }
         writeln!(f, "  model              {VALUE_FILE}: {}", self.model)?;
         for (k, v) in &self.timings_s {
@@ -411,6 +459,39 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is malformed", path.display()))
+}
+
+/// How far the labels move each value, as `summary.txt` shows it: every value up to 12,
+/// else the range; and which values no label moves
+/// ([`crate::stages::moved::unmoved_by_labels`]).
+fn moved_line(m: &[Option<f32>]) -> String {
+    let shown = |x: &Option<f32>| match x {
+        Some(x) => format!("{x:.2}"),
+        None => "-".to_string(),
+    };
+    let mut line = if m.len() <= 12 {
+        let each: Vec<String> = m.iter().map(shown).collect();
+        format!("{} (each value, over up to 64 steps)", each.join(" "))
+    } else {
+        let known = || m.iter().flatten().copied();
+        let lo = known().fold(f32::INFINITY, f32::min);
+        let hi = known().fold(f32::NEG_INFINITY, f32::max);
+        format!("{lo:.2} to {hi:.2} over the {} values", m.len())
+    };
+    let unmoved = crate::stages::moved::unmoved_by_labels(m);
+    if !unmoved.is_empty() {
+        let some: Vec<String> = unmoved.iter().take(12).map(usize::to_string).collect();
+        let more = match unmoved.len() {
+            n if n > 12 => format!(" and {} more", n - 12),
+            _ => String::new(),
+        };
+        line += &format!(
+            "; moved by no label: value {}{more} (below {})",
+            some.join(", "),
+            crate::stages::moved::MOVED
+        );
+    }
+    line
 }
 
 /// The share of each value's change explained, as `summary.txt` shows it: every value up

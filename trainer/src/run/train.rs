@@ -7,6 +7,7 @@ use crate::data::{paths, Dataset};
 use crate::export::ValueModel;
 use crate::stages::checkpoint::{Checkpointer, State};
 use crate::stages::labels::{self, Labelled};
+use crate::stages::moved;
 use crate::stages::qlearn::{self, DqnInputs, QKind, QNetwork, Table};
 use anyhow::{Context, Result};
 use candle_core::Device;
@@ -52,6 +53,10 @@ pub struct Trained {
     /// ran again ignoring them (`retry_ignoring_noise`): both verdicts, and which V was
     /// exported.
     pub noise_ignored: Option<NoiseIgnored>,
+    /// How far the labels move each value of a vector state
+    /// ([`moved::moved_by_labels`]), where deep Q-learning measured it
+    /// (`retry_ignoring_unmoved`).
+    pub labels_move: Option<Vec<Option<f32>>>,
     /// Rows left out of mining and Q-learning because they change a context
     /// ([`crate::data::contexts::carried`]), and the dimensions that are contexts.
     pub contexts: Option<ContextsLeftOut>,
@@ -229,6 +234,7 @@ fn train_rows(
                 config: cfg.clone(),
                 retargeted: None,
                 noise_ignored: None,
+                labels_move: None,
                 contexts: None,
             }
         }
@@ -242,23 +248,50 @@ fn train_rows(
                 device,
                 ckpt,
             )?;
-            // A doubtful V, and values whose change no label explains (a clock, a channel
-            // that wanders on its own): V may tell the trajectories apart by them, or
-            // the time, rather than the place. Q-learning runs again without them.
-            let noise: Vec<usize> = (labelled.explained.as_deref())
-                .map(crate::stages::mining::noise_to_labels)
+            // Values V may lean on that no action governs: noise to every label (a clock,
+            // a channel that wanders on its own) or moved by no label (a battery that
+            // drains, the steps since an episode began). V may tell the trajectories
+            // apart by them, or the time, rather than the place: Q-learning runs again
+            // without them where V is doubtful, or where its halves agree less than two
+            // seeds do beside values no label moves.
+            // A value already ignored, or one the density gate reads, is not tried.
+            let taken = |j: &usize| {
+                cfg.ignored_values.contains(j)
+                    || cfg.density.enabled && cfg.density.dims.contains(j)
+            };
+            let free = |j: &usize| !taken(j);
+            let noise: Vec<usize> = match cfg.retry_ignoring_noise {
+                true => (labelled.explained.as_deref())
+                    .map(crate::stages::mining::noise_to_labels)
+                    .unwrap_or_default(),
+                false => vec![],
+            };
+            let labels_move = cfg
+                .retry_ignoring_unmoved
+                .then(|| moved::moved_by_labels(data, &labelled.labels, labelled.num_actions))
+                .flatten();
+            let unmoved: Vec<usize> = (labels_move.as_deref())
+                .map(moved::unmoved_by_labels)
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|j| !cfg.ignored_values.contains(j))
+                .filter(free)
                 .collect();
+            let mut values: Vec<usize> = noise.into_iter().filter(free).collect();
+            values.extend(&unmoved);
+            values.sort_unstable();
+            values.dedup();
             let doubtful = run.trust.verdict == trust::Verdict::Doubtful;
             let mut noise_ignored = None;
-            if doubtful && cfg.retry_ignoring_noise && !noise.is_empty() {
-                let ignoring = cfg.ignoring(&noise);
+            if learns_again_ignoring(&run.trust, &values, &unmoved) {
+                let ignoring = cfg.ignoring(&values);
                 log::info!(
-                    "V is doubtful, and the labels explain next to nothing of value {}: \
-                     Q-learning again ignoring them",
-                    noise
+                    "V is {}, and no label explains or moves value {}: Q-learning again \
+                     ignoring them",
+                    match doubtful {
+                        true => "doubtful",
+                        false => "trusted with halves that agree less than two seeds do",
+                    },
+                    values
                         .iter()
                         .map(usize::to_string)
                         .collect::<Vec<_>>()
@@ -273,23 +306,26 @@ fn train_rows(
                     device,
                     None,
                 )?;
-                // A V that ignores values cannot use what they say: it is exported only
-                // where it fails fewer checks, not on a tie broken by its rankings.
-                let exported = again.trust.failed().count() < run.trust.failed().count();
+                let exported = exports_ignoring(&run.trust, &again.trust);
                 let failed = |t: &Trust| t.failed().map(|c| c.name.clone()).collect();
                 let record = NoiseIgnored {
-                    values: noise,
+                    unmoved: (values.iter().copied())
+                        .filter(|j| unmoved.contains(j))
+                        .collect(),
+                    values,
                     reading: run.trust.verdict,
                     reading_failed: failed(&run.trust),
+                    reading_halves: halves_agree(&run.trust),
                     ignoring: again.trust.verdict,
                     ignoring_failed: failed(&again.trust),
+                    ignoring_halves: halves_agree(&again.trust),
                     exported_ignoring: exported,
                 };
                 log::info!("{record}");
                 let timed = again
                     .timings
                     .iter()
-                    .map(|(k, v)| (format!("ignoring noise: {k}"), *v));
+                    .map(|(k, v)| (format!("ignoring values: {k}"), *v));
                 let mut times = run.timings.clone();
                 times.extend(timed);
                 if exported {
@@ -317,11 +353,44 @@ fn train_rows(
                 config: run.config,
                 retargeted: run.retargeted,
                 noise_ignored,
+                labels_move,
                 contexts: None,
             }
         }
     };
     Ok(out)
+}
+
+/// Whether a run learns again ignoring `values` (noise to every label, or moved by
+/// none: `unmoved` among them): where V is doubtful, or trusted with halves that agree
+/// less than two seeds do beside values no label moves (those may be what sets the
+/// halves apart).
+fn learns_again_ignoring(reading: &Trust, values: &[usize], unmoved: &[usize]) -> bool {
+    let split =
+        !unmoved.is_empty() && halves_agree(reading).is_some_and(|h| h < trust::SEEDS_AGREE);
+    !values.is_empty() && (reading.verdict == trust::Verdict::Doubtful || split)
+}
+
+/// Whether the V that ignores some values is exported rather than the one that reads
+/// them. It cannot use what they say: beside a doubtful V it is exported only where it
+/// fails fewer checks, not on a tie broken by its rankings; beside a trusted one only
+/// where it is trusted too and its halves agree as two seeds do (those values were
+/// what set the halves apart).
+fn exports_ignoring(reading: &Trust, ignoring: &Trust) -> bool {
+    match reading.verdict {
+        trust::Verdict::Doubtful => ignoring.failed().count() < reading.failed().count(),
+        trust::Verdict::Trusted => {
+            ignoring.verdict == trust::Verdict::Trusted
+                && halves_agree(ignoring).is_some_and(|h| h >= trust::SEEDS_AGREE)
+        }
+    }
+}
+
+/// The `halves_agree` check's value in `t`, where it ran.
+fn halves_agree(t: &Trust) -> Option<f64> {
+    (t.checks.iter())
+        .find(|c| c.name == trust::HALVES_AGREE)
+        .map(|c| c.value)
 }
 
 /// What Q-learning sees of `data`: the rows of the most used labels (`kept`, relabelled)
@@ -1313,6 +1382,58 @@ pub fn top_labels(labels: &[u32], k: usize, n: usize) -> (Vec<usize>, Vec<u32>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A verdict from its checks: (name, value, pass).
+    fn judged(checks: &[(&str, f64, bool)]) -> Trust {
+        let checks: Vec<trust::Check> = (checks.iter())
+            .map(|&(name, value, pass)| trust::Check {
+                name: name.into(),
+                value,
+                threshold: 0.0,
+                pass,
+                why: String::new(),
+            })
+            .collect();
+        let verdict = match checks.iter().all(|c| c.pass) {
+            true => trust::Verdict::Trusted,
+            false => trust::Verdict::Doubtful,
+        };
+        Trust { verdict, checks }
+    }
+
+    /// A doubtful V learns again without the values no label explains or moves; a
+    /// trusted one only where its halves agree less than two seeds do beside values no
+    /// label moves, and that V is exported only where it is trusted with halves that
+    /// agree as two seeds do.
+    #[test]
+    fn values_no_label_governs_are_ignored_where_the_checks_ask() {
+        let doubtful = judged(&[("halves_agree", 0.3, false), ("path_ranking", 0.9, true)]);
+        assert!(learns_again_ignoring(&doubtful, &[4], &[]));
+        assert!(!learns_again_ignoring(&doubtful, &[], &[]));
+        let split = judged(&[("halves_agree", 0.7, true), ("path_ranking", 0.86, true)]);
+        assert!(learns_again_ignoring(&split, &[4], &[4]));
+        assert!(
+            !learns_again_ignoring(&split, &[4], &[]),
+            "noise alone, V trusted"
+        );
+        let agreeing = judged(&[("halves_agree", 0.9, true)]);
+        assert!(!learns_again_ignoring(&agreeing, &[4], &[4]));
+        assert!(
+            !learns_again_ignoring(&judged(&[]), &[4], &[4]),
+            "no halves"
+        );
+
+        // Beside a doubtful V, the one that fails fewer checks.
+        let fewer = judged(&[("halves_agree", 0.5, false), ("path_ranking", 0.9, true)]);
+        assert!(!exports_ignoring(&doubtful, &fewer));
+        assert!(exports_ignoring(&doubtful, &agreeing));
+        // Beside a trusted V, only a trusted one whose halves agree as two seeds do.
+        assert!(exports_ignoring(&split, &agreeing));
+        let still_split = judged(&[("halves_agree", 0.8, true)]);
+        assert!(!exports_ignoring(&split, &still_split));
+        let worse = judged(&[("halves_agree", 0.95, true), ("path_ranking", 0.4, false)]);
+        assert!(!exports_ignoring(&split, &worse));
+    }
 
     /// 3000 U-maze transitions and continuous-state settings shrunk to seconds.
     fn small_maze() -> (Dataset, TrainConfig) {

@@ -149,6 +149,11 @@ pub fn halves_agree(rho: f64, pieces: usize) -> Check {
 /// The name of [`halves_agree`]'s check.
 pub const HALVES_AGREE: &str = "halves_agree";
 
+/// How alike two seeds' V rank the data's states at the least (`seed_agreement`). Where
+/// V is trusted and its halves agree less than this beside values no label moves, the
+/// run learns again without those values (`retry_ignoring_unmoved`).
+pub const SEEDS_AGREE: f64 = 0.85;
+
 impl fmt::Display for Trust {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.verdict {
@@ -772,8 +777,8 @@ pub fn assess(e: &Evidence) -> Trust {
         checks.push(check(
             "seed_agreement",
             rho,
-            0.85,
-            rho >= 0.85,
+            SEEDS_AGREE,
+            rho >= SEEDS_AGREE,
             format!(
                 "Q-learning from other seeds (another run, or the other half of the \
                  ensemble) ranks the data's states alike at Spearman {rho:.2}; values that \

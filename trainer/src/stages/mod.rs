@@ -5,4 +5,5 @@
 pub mod checkpoint;
 pub mod labels;
 pub mod mining;
+pub mod moved;
 pub mod qlearn;
