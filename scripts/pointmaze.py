@@ -292,8 +292,11 @@ def sensors(a):
     (unit Gaussian, drawn anew each row), `--drift K` channels that wander slowly and
     independently of the ball (a battery, a temperature: random walks of step 0.02 per
     row, drawn anew where the data does not run on into the next row), `--pos-noise S`
-    Gaussian noise of std S on the measured position (x, y). A row's next observation
-    carries the next row's channels where the data runs on; the truth is unchanged."""
+    Gaussian noise of std S on the measured position (x, y), `--battery` a battery's level
+    (from U(0.8, 1) where the data does not run on into the next row, then down 0.0005 a
+    row, sd 0.0002), `--episode-clock` the steps since the trajectory began / 100. A row's
+    next observation carries the next row's channels where the data runs on; the truth is
+    unchanged."""
     d = dict(np.load(a.data))
     obs, nxt = d["observations"].astype(np.float64), d["next_observations"].astype(np.float64)
     rng = np.random.default_rng(a.seed)
@@ -323,6 +326,19 @@ def sensors(a):
                 cur = rng.normal(size=a.drift)
         extra.append(now)
         extra_next.append(after)
+    if a.battery or a.episode_clock:
+        level, steps = rng.uniform(0.8, 1.0), 0
+        now, after = np.empty((n, 2)), np.empty((n, 2))
+        for i in range(n):
+            now[i] = level, steps / 100
+            level, steps = level - 0.0005 + rng.normal(scale=0.0002), steps + 1
+            after[i] = level, steps / 100
+            if not runs_on[i]:
+                level, steps = rng.uniform(0.8, 1.0), 0
+        for j, wanted in enumerate([a.battery, a.episode_clock]):
+            if wanted:
+                extra.append(now[:, j : j + 1])
+                extra_next.append(after[:, j : j + 1])
     if a.pos_noise:
         e = rng.normal(scale=a.pos_noise, size=(n, 2))
         obs[:, :2] += e
@@ -381,6 +397,8 @@ def main():
     c.add_argument("--noise", type=int, default=0, metavar="K", help="channels of noise")
     c.add_argument("--drift", type=int, default=0, metavar="K", help="slowly wandering channels")
     c.add_argument("--pos-noise", type=float, default=0.0, metavar="S", help="std on (x, y)")
+    c.add_argument("--battery", action="store_true", help="a battery draining each episode")
+    c.add_argument("--episode-clock", action="store_true", help="steps since the episode began")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", required=True)
     a = p.parse_args()
