@@ -112,9 +112,9 @@ pub struct TrainConfig {
     #[serde(default)]
     pub retry_ignoring_noise: bool,
     /// Values of a vector state that no label moves (a battery that drains, the steps
-    /// since an episode began, a goal set from outside:
-    /// [`crate::stages::moved::unmoved_by_labels`]) join those of
-    /// `retry_ignoring_noise`; and where V is trusted but its halves agree less than two
+    /// since an episode began: [`crate::stages::moved::unmoved_by_labels`]; a context,
+    /// such as a goal, which no transition changes within an episode, excepted: V must
+    /// read it) join those of `retry_ignoring_noise`; and where V is trusted but its halves agree less than two
     /// seeds do (`halves_agree` below `seed_agreement`'s line) beside such values,
     /// Q-learning runs again without them too, that V exported only where it is trusted
     /// and its halves agree as two seeds do (docs/trust.md, "Values no label moves", has

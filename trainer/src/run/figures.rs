@@ -270,8 +270,7 @@ pub fn report(
             ),
             trust::Verdict::Trusted => (
                 "V was trusted, but its halves agreed less than two seeds do beside values \
-                 no label moves (a battery that drains, the steps since an episode began, a \
-                 goal set from outside)",
+                 no label moves (a battery that drains, the steps since an episode began)",
                 "only where it is trusted and its halves agree as two seeds do",
             ),
         };

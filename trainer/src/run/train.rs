@@ -254,12 +254,6 @@ fn train_rows(
             // apart by them, or the time, rather than the place: Q-learning runs again
             // without them where V is doubtful, or where its halves agree less than two
             // seeds do beside values no label moves.
-            // A value already ignored, or one the density gate reads, is not tried.
-            let taken = |j: &usize| {
-                cfg.ignored_values.contains(j)
-                    || cfg.density.enabled && cfg.density.dims.contains(j)
-            };
-            let free = |j: &usize| !taken(j);
             let noise: Vec<usize> = match cfg.retry_ignoring_noise {
                 true => (labelled.explained.as_deref())
                     .map(crate::stages::mining::noise_to_labels)
@@ -270,16 +264,11 @@ fn train_rows(
                 .retry_ignoring_unmoved
                 .then(|| moved::moved_by_labels(data, &labelled.labels, labelled.num_actions))
                 .flatten();
-            let unmoved: Vec<usize> = (labels_move.as_deref())
+            let unmoved = (labels_move.as_deref())
                 .map(moved::unmoved_by_labels)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(free)
-                .collect();
-            let mut values: Vec<usize> = noise.into_iter().filter(free).collect();
-            values.extend(&unmoved);
-            values.sort_unstable();
-            values.dedup();
+                .unwrap_or_default();
+            let contexts = crate::data::contexts::dims(data);
+            let (values, unmoved) = ignorable(&noise, &unmoved, &contexts, cfg);
             let doubtful = run.trust.verdict == trust::Verdict::Doubtful;
             let mut noise_ignored = None;
             if learns_again_ignoring(&run.trust, &values, &unmoved) {
@@ -359,6 +348,30 @@ fn train_rows(
         }
     };
     Ok(out)
+}
+
+/// The values a run may learn again without: those noise to every label (`noise`) and
+/// those moved by no label (`unmoved`), less the values already ignored, those a density
+/// gate reads, and contexts (a goal, a task: no transition changes them within an
+/// episode, so no label moves them either, yet V must read them). Returns them all,
+/// sorted, and those of them moved by no label.
+fn ignorable(
+    noise: &[usize],
+    unmoved: &[usize],
+    contexts: &[bool],
+    cfg: &TrainConfig,
+) -> (Vec<usize>, Vec<usize>) {
+    let free = |j: &&usize| {
+        !(cfg.ignored_values.contains(j)
+            || cfg.density.enabled && cfg.density.dims.contains(j)
+            || contexts.get(**j).copied().unwrap_or(false))
+    };
+    let unmoved: Vec<usize> = unmoved.iter().filter(free).copied().collect();
+    let mut values: Vec<usize> = noise.iter().filter(free).copied().collect();
+    values.extend(&unmoved);
+    values.sort_unstable();
+    values.dedup();
+    (values, unmoved)
 }
 
 /// Whether a run learns again ignoring `values` (noise to every label, or moved by
@@ -1401,6 +1414,20 @@ mod tests {
         Trust { verdict, checks }
     }
 
+    /// Values already ignored, read by a density gate, or contexts (a goal) are not tried.
+    #[test]
+    fn goals_and_values_already_ignored_are_not_tried() {
+        let mut cfg = TrainConfig::continuous();
+        let contexts = [false, false, true, true, false, false, false];
+        let (values, unmoved) = ignorable(&[6], &[2, 3, 4, 5], &contexts, &cfg);
+        assert_eq!((values, unmoved), (vec![4, 5, 6], vec![4, 5]));
+        cfg.ignored_values = vec![4];
+        cfg.density.enabled = true;
+        cfg.density.dims = vec![6];
+        let (values, unmoved) = ignorable(&[6], &[2, 3, 4, 5], &contexts, &cfg);
+        assert_eq!((values, unmoved), (vec![5], vec![5]));
+    }
+
     /// A doubtful V learns again without the values no label explains or moves; a
     /// trusted one only where its halves agree less than two seeds do beside values no
     /// label moves, and that V is exported only where it is trusted with halves that
@@ -1423,9 +1450,9 @@ mod tests {
             "no halves"
         );
 
-        // Beside a doubtful V, the one that fails fewer checks.
-        let fewer = judged(&[("halves_agree", 0.5, false), ("path_ranking", 0.9, true)]);
-        assert!(!exports_ignoring(&doubtful, &fewer));
+        // Beside a doubtful V, only one that fails fewer checks.
+        let as_many = judged(&[("halves_agree", 0.5, false), ("path_ranking", 0.9, true)]);
+        assert!(!exports_ignoring(&doubtful, &as_many));
         assert!(exports_ignoring(&doubtful, &agreeing));
         // Beside a trusted V, only a trusted one whose halves agree as two seeds do.
         assert!(exports_ignoring(&split, &agreeing));

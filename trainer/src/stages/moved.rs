@@ -3,8 +3,10 @@
 //! stretch's first state predicts; that part, as a share of the value's spread over the
 //! data, is how far the labels move the value. A label sets a velocity at once and moves
 //! a position only over tens of steps, so the stretches run from one step to hundreds.
-//! A value that no label moves (a clock, a battery that drains, a goal set from outside)
-//! can tell V only the time or the trajectory, never what an action does.
+//! A value that no label moves (a clock, a battery that drains) tells V the time or the
+//! trajectory, not what an action does. A goal set from outside is moved by no label
+//! either, and V must read it: a run leaves such contexts read
+//! ([`crate::data::contexts::dims`]).
 
 use crate::data::Dataset;
 
