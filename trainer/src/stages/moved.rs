@@ -95,10 +95,14 @@ pub fn moved_by_labels(
             0.0
         }
     };
+    // A stretch ends on a row with a next observation (a terminal row may have none).
+    let missing = |i: usize| data.next_missing.as_ref().is_some_and(|m| m[i]);
     let mut moved = vec![0.0f64; d];
     let mut measured_needed = false;
     for h in HORIZONS {
-        let starts: Vec<usize> = (0..n).filter(|&t| t + h - 1 <= end[t]).collect();
+        let starts: Vec<usize> = (0..n)
+            .filter(|&t| t + h - 1 <= end[t] && !missing(t + h - 1))
+            .collect();
         if starts.len() < MIN_STRETCHES {
             continue;
         }
