@@ -48,6 +48,7 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
                 .map(|x| x.map(|x| (x * 1000.0).round() / 1000.0))
                 .collect()
         }),
+        unmoved_contexts: tr.unmoved_contexts.clone(),
         q_loss: tr.q_loss.clone(),
         timings_s: tr.timings.iter().cloned().collect(),
         export_max_abs_error: tr.distill_max_abs_error,

@@ -160,6 +160,10 @@ pub struct RunMetrics {
     /// varies); below 0.1 no label moves it ([`crate::stages::moved::moved_by_labels`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels_move: Option<Vec<Option<f32>>>,
+    /// Those of the values no label moves that are contexts (no transition changes them
+    /// within an episode: a goal): V reads them, and no run learns again without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmoved_contexts: Vec<usize>,
     /// Mean Q-learning loss per tenth of training.
     pub q_loss: Vec<f32>,
     /// Seconds per stage.
@@ -408,7 +412,11 @@ impl fmt::Display for RunMetrics {
             writeln!(f, "  change explained   {}", explained_line(e))?;
         }
         if let Some(m) = &self.labels_move {
-            writeln!(f, "  labels move        {}", moved_line(m))?;
+            writeln!(
+                f,
+                "  labels move        {}",
+                moved_line(m, &self.unmoved_contexts)
+            )?;
         }
         if let Some(e) = self.export_max_abs_error {
             writeln!(
@@ -462,9 +470,10 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 }
 
 /// How far the labels move each value, as `summary.txt` shows it: every value up to 12,
-/// else the range; and which values no label moves
-/// ([`crate::stages::moved::unmoved_by_labels`]).
-fn moved_line(m: &[Option<f32>]) -> String {
+/// else the range; which values no label moves
+/// ([`crate::stages::moved::unmoved_by_labels`]), and which of those are `contexts`,
+/// left read.
+fn moved_line(m: &[Option<f32>], contexts: &[usize]) -> String {
     let shown = |x: &Option<f32>| match x {
         Some(x) => format!("{x:.2}"),
         None => "-".to_string(),
@@ -489,6 +498,18 @@ fn moved_line(m: &[Option<f32>]) -> String {
             "; moved by no label: value {}{more} (below {})",
             some.join(", "),
             crate::stages::moved::MOVED
+        );
+    }
+    if !contexts.is_empty() {
+        let some: Vec<String> = contexts.iter().take(12).map(usize::to_string).collect();
+        let more = match contexts.len() {
+            n if n > 12 => format!(" and {} more", n - 12),
+            _ => String::new(),
+        };
+        line += &format!(
+            "; contexts among them (no transition changes them within an episode: a \
+             goal), read by V: value {}{more}",
+            some.join(", ")
         );
     }
     line
@@ -531,7 +552,25 @@ fn explained_line(e: &[f32]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::explained_line;
+    use super::{explained_line, moved_line};
+
+    #[test]
+    fn the_summary_names_the_values_no_label_moves_and_the_contexts_among_them() {
+        let m = [
+            Some(0.3),
+            Some(0.6),
+            Some(0.0),
+            Some(0.02),
+            None,
+            Some(0.01),
+        ];
+        let line = moved_line(&m, &[2, 3]);
+        assert!(line.starts_with("0.30 0.60 0.00 0.02 - 0.01"), "{line}");
+        assert!(line.contains("moved by no label: value 2, 3, 5"), "{line}");
+        assert!(line.ends_with("read by V: value 2, 3"), "{line}");
+        assert!(!moved_line(&m, &[]).contains("context"));
+        assert!(!moved_line(&[Some(0.4)], &[]).contains("moved by no label"));
+    }
 
     #[test]
     fn the_summary_names_the_values_that_are_noise_to_the_labels() {

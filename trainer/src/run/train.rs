@@ -57,6 +57,9 @@ pub struct Trained {
     /// ([`moved::moved_by_labels`]), where deep Q-learning measured it
     /// (`retry_ignoring_unmoved`).
     pub labels_move: Option<Vec<Option<f32>>>,
+    /// The values no label moves that are contexts ([`crate::data::contexts::dims`]: a
+    /// goal), left read.
+    pub unmoved_contexts: Vec<usize>,
     /// Rows left out of mining and Q-learning because they change a context
     /// ([`crate::data::contexts::carried`]), and the dimensions that are contexts.
     pub contexts: Option<ContextsLeftOut>,
@@ -235,6 +238,7 @@ fn train_rows(
                 retargeted: None,
                 noise_ignored: None,
                 labels_move: None,
+                unmoved_contexts: vec![],
                 contexts: None,
             }
         }
@@ -268,6 +272,8 @@ fn train_rows(
                 .map(moved::unmoved_by_labels)
                 .unwrap_or_default();
             let contexts = crate::data::contexts::dims(data);
+            let unmoved_contexts: Vec<usize> =
+                unmoved.iter().copied().filter(|&j| contexts[j]).collect();
             let (values, unmoved) = ignorable(&noise, &unmoved, &contexts, cfg);
             let doubtful = run.trust.verdict == trust::Verdict::Doubtful;
             let mut noise_ignored = None;
@@ -343,6 +349,7 @@ fn train_rows(
                 retargeted: run.retargeted,
                 noise_ignored,
                 labels_move,
+                unmoved_contexts,
                 contexts: None,
             }
         }
