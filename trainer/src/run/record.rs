@@ -474,76 +474,60 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 /// ([`crate::stages::moved::unmoved_by_labels`]), and which of those are `contexts`,
 /// left read.
 fn moved_line(m: &[Option<f32>], contexts: &[usize]) -> String {
-    let shown = |x: &Option<f32>| match x {
-        Some(x) => format!("{x:.2}"),
-        None => "-".to_string(),
-    };
-    let mut line = if m.len() <= 12 {
-        let each: Vec<String> = m.iter().map(shown).collect();
-        format!("{} (each value, over up to 64 steps)", each.join(" "))
-    } else {
-        let known = || m.iter().flatten().copied();
-        let lo = known().fold(f32::INFINITY, f32::min);
-        let hi = known().fold(f32::NEG_INFINITY, f32::max);
-        format!("{lo:.2} to {hi:.2} over the {} values", m.len())
-    };
+    let mut line = per_value(m, "each value, over up to 64 steps", "");
     let unmoved = crate::stages::moved::unmoved_by_labels(m);
     if !unmoved.is_empty() {
-        let some: Vec<String> = unmoved.iter().take(12).map(usize::to_string).collect();
-        let more = match unmoved.len() {
-            n if n > 12 => format!(" and {} more", n - 12),
-            _ => String::new(),
-        };
         line += &format!(
-            "; moved by no label: value {}{more} (below {})",
-            some.join(", "),
+            "; moved by no label: value {} (below {})",
+            value_list(&unmoved),
             crate::stages::moved::MOVED
         );
     }
     if !contexts.is_empty() {
-        let some: Vec<String> = contexts.iter().take(12).map(usize::to_string).collect();
-        let more = match contexts.len() {
-            n if n > 12 => format!(" and {} more", n - 12),
-            _ => String::new(),
-        };
         line += &format!(
             "; contexts among them (no transition changes them within an episode: a \
-             goal), read by V: value {}{more}",
-            some.join(", ")
+             goal), read by V: value {}",
+            value_list(contexts)
         );
     }
     line
+}
+
+/// A figure per value as a summary line shows it: each (`-` where there is none) up to
+/// 12 values, `(each)` after them; else their range, `over` after it.
+fn per_value(xs: &[Option<f32>], each: &str, over: &str) -> String {
+    if xs.len() <= 12 {
+        let shown: Vec<String> = (xs.iter())
+            .map(|x| x.map_or("-".to_string(), |x| format!("{x:.2}")))
+            .collect();
+        return format!("{} ({each})", shown.join(" "));
+    }
+    let known = || xs.iter().flatten().copied();
+    let lo = known().fold(f32::INFINITY, f32::min);
+    let hi = known().fold(f32::NEG_INFINITY, f32::max);
+    format!("{lo:.2} to {hi:.2} over the {} values{over}", xs.len())
+}
+
+/// Values (0-based) as a summary line names them: the first 12, and how many more.
+fn value_list(values: &[usize]) -> String {
+    let some: Vec<String> = values.iter().take(12).map(usize::to_string).collect();
+    match values.len() {
+        n if n > 12 => format!("{} and {} more", some.join(", "), n - 12),
+        _ => some.join(", "),
+    }
 }
 
 /// The share of each value's change explained, as `summary.txt` shows it: every value up
 /// to 12, else the range; and which values are noise to every label
 /// ([`crate::stages::mining::noise_to_labels`]).
 fn explained_line(e: &[f32]) -> String {
-    let mut line = if e.len() <= 12 {
-        let each: Vec<String> = e.iter().map(|x| format!("{x:.2}")).collect();
-        format!("{} (each value of s' - s)", each.join(" "))
-    } else {
-        let lo = e.iter().copied().fold(f32::INFINITY, f32::min);
-        let hi = e.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        format!("{lo:.2} to {hi:.2} over the {} values of s' - s", e.len())
-    };
-    let noise: Vec<String> = crate::stages::mining::noise_to_labels(e)
-        .iter()
-        .map(usize::to_string)
-        .collect();
+    let known: Vec<Option<f32>> = e.iter().copied().map(Some).collect();
+    let mut line = per_value(&known, "each value of s' - s", " of s' - s");
+    let noise = crate::stages::mining::noise_to_labels(e);
     if !noise.is_empty() {
-        let shown = noise
-            .iter()
-            .take(12)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
-        let more = match noise.len() {
-            n if n > 12 => format!(" and {} more", n - 12),
-            _ => String::new(),
-        };
         line += &format!(
-            "; noise to every label: value {shown}{more} (below {}, weighed little)",
+            "; noise to every label: value {} (below {}, weighed little)",
+            value_list(&noise),
             crate::stages::mining::NOISE_EXPLAINED
         );
     }
