@@ -186,35 +186,14 @@ fn least_squares(h: &[Vec<f32>], y: &[Vec<f32>]) -> Result<(Vec<f32>, Vec<f32>)>
     for a in 0..f {
         g[a * f + a] += 1e-9 * trace.max(1e-12) + 1e-12;
     }
-    // Cholesky: g = L L^T.
-    let mut l = vec![0f64; f * f];
-    for a in 0..f {
-        for b in 0..=a {
-            let mut sum = g[a * f + b];
-            for c in 0..b {
-                sum -= l[a * f + c] * l[b * f + c];
-            }
-            if a == b {
-                if sum <= 0.0 {
-                    bail!("least-squares refit is ill-conditioned");
-                }
-                l[a * f + a] = sum.sqrt();
-            } else {
-                l[a * f + b] = sum / l[b * f + b];
-            }
-        }
-    }
+    let Some(l) = crate::util::stats::cholesky(&g, f) else {
+        bail!("least-squares refit is ill-conditioned");
+    };
     let mut w = vec![0f32; k * (f - 1)];
     let mut bias = vec![0f32; k];
     for o in 0..k {
-        let mut z = vec![0f64; f];
-        for a in 0..f {
-            let mut sum = r[a * k + o];
-            for c in 0..a {
-                sum -= l[a * f + c] * z[c];
-            }
-            z[a] = sum / l[a * f + a];
-        }
+        let rhs: Vec<f64> = (0..f).map(|a| r[a * k + o]).collect();
+        let z = crate::util::stats::forward_substitute(&l, f, &rhs);
         let mut sol = vec![0f64; f];
         for a in (0..f).rev() {
             let mut sum = z[a];

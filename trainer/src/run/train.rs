@@ -310,10 +310,10 @@ fn train_rows(
                     values,
                     reading: run.trust.verdict,
                     reading_failed: failed(&run.trust),
-                    reading_halves: halves_agree(&run.trust),
+                    reading_halves: run.trust.value(trust::HALVES_AGREE),
                     ignoring: again.trust.verdict,
                     ignoring_failed: failed(&again.trust),
-                    ignoring_halves: halves_agree(&again.trust),
+                    ignoring_halves: again.trust.value(trust::HALVES_AGREE),
                     exported_ignoring: exported,
                 };
                 log::info!("{record}");
@@ -386,8 +386,10 @@ fn ignorable(
 /// less than two seeds do beside values no label moves (those may be what sets the
 /// halves apart).
 fn learns_again_ignoring(reading: &Trust, values: &[usize], unmoved: &[usize]) -> bool {
-    let split =
-        !unmoved.is_empty() && halves_agree(reading).is_some_and(|h| h < trust::SEEDS_AGREE);
+    let split = !unmoved.is_empty()
+        && reading
+            .value(trust::HALVES_AGREE)
+            .is_some_and(|h| h < trust::SEEDS_AGREE);
     !values.is_empty() && (reading.verdict == trust::Verdict::Doubtful || split)
 }
 
@@ -401,16 +403,11 @@ fn exports_ignoring(reading: &Trust, ignoring: &Trust) -> bool {
         trust::Verdict::Doubtful => ignoring.failed().count() < reading.failed().count(),
         trust::Verdict::Trusted => {
             ignoring.verdict == trust::Verdict::Trusted
-                && halves_agree(ignoring).is_some_and(|h| h >= trust::SEEDS_AGREE)
+                && ignoring
+                    .value(trust::HALVES_AGREE)
+                    .is_some_and(|h| h >= trust::SEEDS_AGREE)
         }
     }
-}
-
-/// The `halves_agree` check's value in `t`, where it ran.
-fn halves_agree(t: &Trust) -> Option<f64> {
-    (t.checks.iter())
-        .find(|c| c.name == trust::HALVES_AGREE)
-        .map(|c| c.value)
 }
 
 /// What Q-learning sees of `data`: the rows of the most used labels (`kept`, relabelled)

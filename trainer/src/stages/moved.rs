@@ -9,6 +9,7 @@
 //! ([`crate::data::contexts::dims`]).
 
 use crate::data::Dataset;
+use crate::util::stats;
 
 /// The stretches the labels' effect is measured over, in steps.
 pub const HORIZONS: [usize; 4] = [1, 4, 16, 64];
@@ -230,48 +231,18 @@ impl Normal {
         for i in 0..q {
             a[i * q + i] += 1e-9 * scale;
         }
-        let Some(l) = cholesky(&a, q) else {
+        let Some(l) = stats::cholesky(&a, q) else {
             return self.yy.clone();
         };
         (0..self.targets)
             .map(|t| {
                 let b: Vec<f64> = (0..q).map(|i| self.xy[i * self.targets + t]).collect();
                 // RSS = y'y - b' (X'X)^-1 b = y'y - |L^-1 b|^2.
-                let w = forward(&l, q, &b);
+                let w = stats::forward_substitute(&l, q, &b);
                 (self.yy[t] - w.iter().map(|v| v * v).sum::<f64>()).max(0.0)
             })
             .collect()
     }
-}
-
-/// The lower Cholesky factor of the q x q matrix `a`; `None` where it is not positive.
-fn cholesky(a: &[f64], q: usize) -> Option<Vec<f64>> {
-    let mut l = vec![0.0; q * q];
-    for i in 0..q {
-        for j in 0..=i {
-            let s: f64 = (0..j).map(|k| l[i * q + k] * l[j * q + k]).sum();
-            if i == j {
-                let v = a[i * q + i] - s;
-                if v <= 0.0 || !v.is_finite() {
-                    return None;
-                }
-                l[i * q + i] = v.sqrt();
-            } else {
-                l[i * q + j] = (a[i * q + j] - s) / l[j * q + j];
-            }
-        }
-    }
-    Some(l)
-}
-
-/// L^-1 b for the lower triangular q x q `l`.
-fn forward(l: &[f64], q: usize, b: &[f64]) -> Vec<f64> {
-    let mut w = vec![0.0; q];
-    for i in 0..q {
-        let s: f64 = (0..i).map(|k| l[i * q + k] * w[k]).sum();
-        w[i] = (b[i] - s) / l[i * q + i];
-    }
-    w
 }
 
 #[cfg(test)]

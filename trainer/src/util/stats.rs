@@ -103,6 +103,50 @@ pub fn mean_stderr(per_seed: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
     (mean, se)
 }
 
+/// The lower Cholesky factor `L` (`a = L L^T`) of the symmetric `n x n` matrix `a`,
+/// row-major; `None` where `a` is not positive definite.
+///
+/// ```
+/// use laq::util::stats::{cholesky, forward_substitute};
+/// let l = cholesky(&[4.0, 2.0, 2.0, 5.0], 2).unwrap();
+/// assert_eq!(l, [2.0, 0.0, 1.0, 2.0]);
+/// assert_eq!(forward_substitute(&l, 2, &[2.0, 5.0]), [1.0, 2.0]);
+/// assert!(cholesky(&[1.0, 2.0, 2.0, 1.0], 2).is_none());
+/// ```
+pub fn cholesky(a: &[f64], n: usize) -> Option<Vec<f64>> {
+    let mut l = vec![0f64; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            let mut sum = a[i * n + j];
+            for c in 0..j {
+                sum -= l[i * n + c] * l[j * n + c];
+            }
+            if i == j {
+                if sum <= 0.0 || !sum.is_finite() {
+                    return None;
+                }
+                l[i * n + i] = sum.sqrt();
+            } else {
+                l[i * n + j] = sum / l[j * n + j];
+            }
+        }
+    }
+    Some(l)
+}
+
+/// `L^-1 b` for the lower triangular `n x n` matrix `l` (row-major).
+pub fn forward_substitute(l: &[f64], n: usize, b: &[f64]) -> Vec<f64> {
+    let mut z = vec![0f64; n];
+    for i in 0..n {
+        let mut sum = b[i];
+        for c in 0..i {
+            sum -= l[i * n + c] * z[c];
+        }
+        z[i] = sum / l[i * n + i];
+    }
+    z
+}
+
 /// Mean and standard deviation of each column of a row-major `[n, d]` matrix; a column
 /// with no spread gets std 1 so that standardising it is the identity shift.
 pub fn column_stats(x: &[f32], d: usize) -> (Vec<f32>, Vec<f32>) {
