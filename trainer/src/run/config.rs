@@ -121,6 +121,14 @@ pub struct TrainConfig {
     /// the evidence). A run directory written without this key repeats without it.
     #[serde(default)]
     pub retry_ignoring_unmoved: bool,
+    /// Where V is doubtful by the checks that say its training depends on chance alone
+    /// (`seed_agreement`, `converged`, `choice_holds`, `halves_agree`:
+    /// [`crate::run::trust::Trust::unsteady`]), the whole run (labels, Q-learning, its
+    /// retries) goes again from another seed, and its V is exported where it is trusted;
+    /// `config.toml` then holds that seed (docs/trust.md, "Another seed", has the
+    /// evidence). A run directory written without this key repeats without it.
+    #[serde(default)]
+    pub retry_with_another_seed: bool,
     /// How the exported model turns its outputs into V.
     #[serde(default)]
     pub head: ValueHead,
@@ -177,6 +185,7 @@ impl Default for TrainConfig {
             ignored_values: vec![],
             retry_ignoring_noise: true,
             retry_ignoring_unmoved: true,
+            retry_with_another_seed: true,
             head: ValueHead::MaxQ,
             density: DensityConfig::default(),
             read: ReadOptions::default(),
@@ -847,6 +856,16 @@ mod tests {
         let before = written_before("retry_ignoring_unmoved = true\n");
         assert!(!before.retry_ignoring_unmoved);
         assert!(TrainConfig::continuous().retry_ignoring_unmoved);
+    }
+
+    /// A run directory's `config.toml` from before `retry_with_another_seed` existed keeps
+    /// its seed's V whatever its checks say; new runs try another seed.
+    #[test]
+    fn a_config_without_the_seed_retry_keeps_its_seed() {
+        let before = written_before("retry_with_another_seed = true\n");
+        assert!(!before.retry_with_another_seed);
+        assert!(TrainConfig::images(&[1, 8, 8]).retry_with_another_seed);
+        assert!(TrainConfig::continuous().retry_with_another_seed);
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
         q_checkpoints: tr.q_checkpoints.clone(),
         retargeted: tr.retargeted.clone(),
         noise_ignored: tr.noise_ignored.clone(),
+        another_seed: tr.another_seed.clone(),
         contexts: tr.contexts.clone(),
         reading: vec![],
     }

@@ -281,6 +281,16 @@ pub fn report(
              names them); `config.toml` holds the settings of the exported V.\n"
         );
     }
+    if let Some(r) = &metrics.another_seed {
+        let _ = writeln!(
+            s,
+            "V was doubtful by checks that say its training depends on chance alone (two \
+             seeds, the checkpoints or the data's halves disagreeing), so the run went \
+             again from another seed: labels, Q-learning and their retries ({r}). The \
+             other seed's V is exported only where it is trusted; `config.toml` holds the \
+             settings of the exported V, its seed included.\n"
+        );
+    }
     let checkpoints = &metrics.q_checkpoints;
     if let Some(c) = checkpoints.iter().find(|c| c.chosen) {
         let per: Vec<String> = checkpoints

@@ -194,6 +194,9 @@ pub struct RunMetrics {
     /// was exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise_ignored: Option<NoiseIgnored>,
+    /// Where the run went again from another seed, and which seed's V was exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub another_seed: Option<AnotherSeed>,
     /// Rows that change a context, left out of mining and Q-learning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contexts: Option<ContextsLeftOut>,
@@ -347,6 +350,62 @@ impl fmt::Display for NoiseIgnored {
     }
 }
 
+/// A run whose V was doubtful by the checks that say its training depends on chance
+/// alone ([`crate::run::trust::Trust::unsteady`]), and which went again from another seed
+/// (`retry_with_another_seed`): labels, Q-learning and their retries. That seed's V is
+/// exported where it is trusted.
+///
+/// ```
+/// use laq::run::record::AnotherSeed;
+/// use laq::run::trust::Verdict;
+/// let r = AnotherSeed {
+///     first_seed: 1,
+///     first: Verdict::Doubtful,
+///     first_failed: vec!["halves_agree".into()],
+///     seed: 7,
+///     again: Verdict::Trusted,
+///     again_failed: vec![],
+///     exported_again: true,
+/// };
+/// let line = r.to_string();
+/// assert!(line.starts_with("seed 1: doubtful (failed halves_agree); seed 7: trusted"));
+/// assert!(line.ends_with("exported: seed 7's V"));
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AnotherSeed {
+    /// The seed the run was asked for.
+    pub first_seed: u64,
+    /// The verdict on that seed's V.
+    pub first: crate::run::trust::Verdict,
+    /// The checks that V failed.
+    pub first_failed: Vec<String>,
+    /// The seed the run went again from.
+    pub seed: u64,
+    /// The verdict on that seed's V.
+    pub again: crate::run::trust::Verdict,
+    /// The checks that V failed.
+    pub again_failed: Vec<String>,
+    /// Whether the other seed's V is the one exported (`config.toml` then holds its seed).
+    pub exported_again: bool,
+}
+
+impl fmt::Display for AnotherSeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {}: {}; seed {}: {}; exported: seed {}'s V",
+            self.first_seed,
+            verdict_line(self.first, &self.first_failed),
+            self.seed,
+            verdict_line(self.again, &self.again_failed),
+            match self.exported_again {
+                true => self.seed,
+                false => self.first_seed,
+            }
+        )
+    }
+}
+
 /// A verdict and the checks that failed, as a record's line shows them.
 fn verdict_line(v: crate::run::trust::Verdict, failed: &[String]) -> String {
     match failed {
@@ -453,6 +512,9 @@ impl fmt::Display for RunMetrics {
         }
         if let Some(r) = &self.noise_ignored {
             writeln!(f, "  ignoring values    {r}")?;
+        }
+        if let Some(r) = &self.another_seed {
+            writeln!(f, "  another seed       {r}")?;
         }
         writeln!(f, "  model              {VALUE_FILE}: {}", self.model)?;
         for (k, v) in &self.timings_s {

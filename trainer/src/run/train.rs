@@ -1,7 +1,7 @@
 //! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
 
 use super::config::{TrainConfig, ValueHead};
-use super::record::{Candidate, ContextsLeftOut, NoiseIgnored, Retargeted};
+use super::record::{AnotherSeed, Candidate, ContextsLeftOut, NoiseIgnored, Retargeted};
 use super::trust::{self, Evidence, Trust};
 use crate::data::{paths, Dataset};
 use crate::export::ValueModel;
@@ -63,6 +63,10 @@ pub struct Trained {
     /// Rows left out of mining and Q-learning because they change a context
     /// ([`crate::data::contexts::carried`]), and the dimensions that are contexts.
     pub contexts: Option<ContextsLeftOut>,
+    /// Where V was doubtful by the checks that say its training depends on chance alone
+    /// and the run went again from another seed (`retry_with_another_seed`): both
+    /// verdicts, and which seed's V was exported.
+    pub another_seed: Option<AnotherSeed>,
 }
 
 /// Labels the data, learns Q, and builds the exportable value model. With `ckpt`, every
@@ -97,7 +101,74 @@ pub fn train(
     Ok(tr)
 }
 
+/// [`train_seed`], and where its V is doubtful by the checks that say its training
+/// depends on chance alone ([`Trust::unsteady`]), the same again from another seed
+/// (`retry_with_another_seed`), whose V is exported where it is trusted.
 fn train_rows(
+    data: &Dataset,
+    cfg: &TrainConfig,
+    device: &Device,
+    ckpt: Option<&mut Checkpointer>,
+) -> Result<Trained> {
+    let first = train_seed(data, cfg, device, ckpt)?;
+    with_another_seed(first, cfg, |other| train_seed(data, other, device, None))
+}
+
+/// `first`, the run from `cfg`; where `cfg.retry_with_another_seed` and its V is doubtful
+/// by the checks that say its training depends on chance alone, the run `again` gives
+/// from another seed ([`another_seed`]) is exported if its V is trusted. Either way the
+/// run returned records both verdicts and both runs' timings.
+fn with_another_seed(
+    first: Trained,
+    cfg: &TrainConfig,
+    again: impl FnOnce(&TrainConfig) -> Result<Trained>,
+) -> Result<Trained> {
+    if !(cfg.retry_with_another_seed && first.trust.unsteady()) {
+        return Ok(first);
+    }
+    let other = TrainConfig {
+        seed: another_seed(cfg.seed),
+        ..cfg.clone()
+    };
+    let failed = |t: &Trust| t.failed().map(|c| c.name.clone()).collect::<Vec<_>>();
+    log::info!(
+        "V is doubtful by {} alone, which say that its training depends on chance: the \
+         run goes again from seed {}",
+        failed(&first.trust).join(", "),
+        other.seed
+    );
+    let again = again(&other)?;
+    let record = AnotherSeed {
+        first_seed: cfg.seed,
+        first: first.trust.verdict,
+        first_failed: failed(&first.trust),
+        seed: other.seed,
+        again: again.trust.verdict,
+        again_failed: failed(&again.trust),
+        exported_again: again.trust.verdict == trust::Verdict::Trusted,
+    };
+    log::info!("{record}");
+    let mut times = first.timings.clone();
+    times.extend((again.timings.iter()).map(|(k, v)| (format!("another seed: {k}"), *v)));
+    let mut out = match record.exported_again {
+        true => again,
+        false => first,
+    };
+    out.timings = times;
+    out.another_seed = Some(record);
+    Ok(out)
+}
+
+/// The seed a run goes again from ([`train_rows`]): far from the seeds users count
+/// through and from those of the run's own Q-functions ([`member_seed`]), and within
+/// TOML's integers (`config.toml`) wherever the run's own seed is.
+fn another_seed(seed: u64) -> u64 {
+    seed ^ 0x5eed_0000_0000
+}
+
+/// One run of the pipeline from `cfg.seed`: labels, then Q-learning (tabular, or deep
+/// with its retries along the trajectories and ignoring values), judged by the checks.
+fn train_seed(
     data: &Dataset,
     cfg: &TrainConfig,
     device: &Device,
@@ -240,6 +311,7 @@ fn train_rows(
                 labels_move: None,
                 unmoved_contexts: vec![],
                 contexts: None,
+                another_seed: None,
             }
         }
         variant => {
@@ -351,6 +423,7 @@ fn train_rows(
                 labels_move,
                 unmoved_contexts,
                 contexts: None,
+                another_seed: None,
             }
         }
     };
@@ -1477,6 +1550,68 @@ mod tests {
         cfg.dqn.steps = 300;
         cfg.dqn.target_update = 50;
         (data, cfg)
+    }
+
+    /// A run doubtful by the checks that say its training depends on chance alone goes
+    /// again from another seed, whose V is exported where it is trusted (`config.toml`
+    /// then holds that seed); a run trusted, doubtful by a check on V or the data, or set
+    /// not to, keeps its own.
+    #[test]
+    fn runs_doubtful_by_chance_alone_go_again_from_another_seed() {
+        let (data, cfg) = small_maze();
+        let run = |c: &TrainConfig, verdict: &Trust| -> Result<Trained> {
+            let mut t = train_seed(&data, c, &Device::Cpu, None)?;
+            t.trust = verdict.clone();
+            Ok(t)
+        };
+        let split = judged(&[
+            ("rewards", 9.0, true),
+            (trust::HALVES_AGREE, 0.3, false),
+            (trust::CHOICE_HOLDS, 0.2, false),
+        ]);
+        let trusted = judged(&[("rewards", 9.0, true), (trust::HALVES_AGREE, 0.9, true)]);
+        let wrong = judged(&[
+            (trust::PATH_RANKING, 0.5, false),
+            (trust::HALVES_AGREE, 0.3, false),
+        ]);
+        let other = TrainConfig {
+            seed: another_seed(cfg.seed),
+            ..cfg.clone()
+        };
+        let bytes = |t: &Trained| t.model.to_bytes(false).unwrap();
+        let first = run(&cfg, &split).unwrap();
+        let own = bytes(&first);
+        let out = with_another_seed(first, &cfg, |o| run(o, &trusted)).unwrap();
+        let r = out.another_seed.clone().unwrap();
+        assert!(r.exported_again && r.first_failed == [trust::HALVES_AGREE, trust::CHOICE_HOLDS]);
+        assert_eq!((r.first_seed, r.seed), (cfg.seed, other.seed));
+        assert_eq!(out.config.seed, other.seed);
+        assert_eq!(out.trust.verdict, trust::Verdict::Trusted);
+        assert!(bytes(&out) == bytes(&run(&other, &trusted).unwrap()) && bytes(&out) != own);
+        let labels = |k: &str| out.timings.iter().any(|(t, _)| t.as_str() == k);
+        assert!(labels("labels (latent)") && labels("another seed: labels (latent)"));
+        // Doubtful from the other seed too: the first seed's V stays.
+        let first = run(&cfg, &split).unwrap();
+        let out = with_another_seed(first, &cfg, |o| run(o, &split)).unwrap();
+        assert!(out.another_seed.as_ref().is_some_and(|r| !r.exported_again));
+        assert!(out.config.seed == cfg.seed && bytes(&out) == own);
+        // Not tried.
+        let never = |_: &TrainConfig| -> Result<Trained> { panic!("no other seed") };
+        let off = TrainConfig {
+            retry_with_another_seed: false,
+            ..cfg.clone()
+        };
+        for (c, verdict) in [(&cfg, &trusted), (&cfg, &wrong), (&off, &split)] {
+            let out = with_another_seed(run(c, verdict).unwrap(), c, never).unwrap();
+            assert!(out.another_seed.is_none() && out.config.seed == c.seed);
+        }
+        // The other seed of any seed `config.toml` holds is one it can hold too.
+        let far = TrainConfig {
+            seed: another_seed(i64::MAX as u64),
+            ..cfg.clone()
+        };
+        let text = far.to_toml().unwrap();
+        assert_eq!(cfg.overlay_toml(&text).unwrap().seed, far.seed);
     }
 
     /// A goal appended to the maze's states, each episode's own, the first row of each

@@ -97,7 +97,7 @@ pub fn choice_holds(failed: &[usize], chosen: usize) -> Check {
     let passing = after.iter().filter(|&&f| f == 0).count();
     let share = passing as f64 / after.len().max(1) as f64;
     check(
-        "choice_holds",
+        CHOICE_HOLDS,
         share,
         0.5,
         share >= 0.5,
@@ -148,6 +148,22 @@ pub fn halves_agree(rho: f64, pieces: usize) -> Check {
 
 /// The name of [`halves_agree`]'s check.
 pub const HALVES_AGREE: &str = "halves_agree";
+
+/// The check that two seeds' V (another run, or the other half of an ensemble) rank the
+/// data's states alike.
+pub const SEED_AGREEMENT: &str = "seed_agreement";
+
+/// The check that V's ranking has stopped changing over the last checkpoints.
+pub const CONVERGED: &str = "converged";
+
+/// The name of [`choice_holds`]'s check.
+pub const CHOICE_HOLDS: &str = "choice_holds";
+
+/// The checks whose failure says that what Q-learning gave depends on chance (the seed,
+/// the checkpoint, which half of the data it saw) rather than that the data or the
+/// settings cannot give a right V: a run doubtful by these alone learns again from
+/// another seed ([`Trust::unsteady`], `retry_with_another_seed`).
+pub const UNSTEADY: [&str; 4] = [SEED_AGREEMENT, CONVERGED, CHOICE_HOLDS, HALVES_AGREE];
 
 /// How alike two seeds' V rank the data's states at the least (`seed_agreement`). Where
 /// V is trusted and its halves agree less than this beside values no label moves, the
@@ -226,6 +242,32 @@ impl Trust {
         for c in self.checks.iter_mut().filter(|c| c.name == name && !c.pass) {
             c.why = format!("{}; {what_to_try}", c.why);
         }
+    }
+
+    /// Whether V is doubtful by the [`UNSTEADY`] checks alone: every check that failed
+    /// says that Q-learning's result depends on chance, none that the data (no rewards,
+    /// labels that do not fit the transitions) or V's own figures (below the data's
+    /// returns, ranking against the data's ways, saturated) are wrong.
+    ///
+    /// ```
+    /// use laq::run::trust::{Check, Trust, Verdict};
+    /// let check = |name: &str, pass: bool| Check {
+    ///     name: name.into(),
+    ///     value: 0.5,
+    ///     threshold: 0.6,
+    ///     pass,
+    ///     why: String::new(),
+    /// };
+    /// let t = |checks: Vec<Check>| Trust { verdict: Verdict::Doubtful, checks };
+    /// assert!(t(vec![check("halves_agree", false), check("choice_holds", false)]).unsteady());
+    /// assert!(!t(vec![check("halves_agree", false), check("path_ranking", false)]).unsteady());
+    /// let trusted = Trust { verdict: Verdict::Trusted, checks: vec![check("rewards", true)] };
+    /// assert!(!trusted.unsteady());
+    /// ```
+    pub fn unsteady(&self) -> bool {
+        self.verdict == Verdict::Doubtful
+            && self.failed().count() > 0
+            && self.failed().all(|c| UNSTEADY.contains(&c.name.as_str()))
     }
 
     /// The value of the check named `name`, if it applies.
@@ -775,7 +817,7 @@ pub fn assess(e: &Evidence) -> Trust {
         let b: Vec<f64> = second.iter().map(|&x| x as f64).collect();
         let rho = stats::spearman(&a, &b);
         checks.push(check(
-            "seed_agreement",
+            SEED_AGREEMENT,
             rho,
             SEEDS_AGREE,
             rho >= SEEDS_AGREE,
@@ -791,7 +833,7 @@ pub fn assess(e: &Evidence) -> Trust {
         let b: Vec<f64> = last.iter().map(|&x| x as f64).collect();
         let rho = stats::spearman(&a, &b);
         checks.push(check(
-            "converged",
+            CONVERGED,
             rho,
             0.9,
             rho >= 0.9,
