@@ -1590,6 +1590,16 @@ mod tests {
         assert!(bytes(&out) == bytes(&run(&other, &trusted).unwrap()) && bytes(&out) != own);
         let labels = |k: &str| out.timings.iter().any(|(t, _)| t.as_str() == k);
         assert!(labels("labels (latent)") && labels("another seed: labels (latent)"));
+        // The run directory says so, and holds the seed of the V it exports.
+        let dir = tempfile::tempdir().unwrap();
+        let m = crate::run::dir::write_run(dir.path(), &data, &out, "u.npz", "f", &[]).unwrap();
+        assert_eq!(m.another_seed.as_ref(), Some(&r));
+        let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+        let line = format!("another seed       seed {}: doubtful", cfg.seed);
+        let summary = read("summary.txt");
+        assert!(summary.contains(&line), "{summary}");
+        assert!(read("report.md").contains("the run went again from another seed"));
+        assert!(read("config.toml").contains(&format!("seed = {}\n", other.seed)));
         // Doubtful from the other seed too: the first seed's V stays.
         let first = run(&cfg, &split).unwrap();
         let out = with_another_seed(first, &cfg, |o| run(o, &split)).unwrap();
