@@ -111,7 +111,9 @@ fn train_rows(
     ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
     let first = train_seed(data, cfg, device, ckpt)?;
-    with_another_seed(first, cfg, |other| train_seed(data, other, device, None))
+    with_another_seed(first, cfg, |other| {
+        crate::util::progress::labelled("another seed", || train_seed(data, other, device, None))
+    })
 }
 
 /// `first`, the run from `cfg`; where `cfg.retry_with_another_seed` and its V is doubtful

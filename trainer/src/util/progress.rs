@@ -79,14 +79,23 @@ thread_local! {
 
 /// `f` with its bars' lines naming the run `label` (`latent: Q-learning: step ...`): a
 /// study's runs take turns on the worker that shows progress, and a log line must say
-/// whose it is.
+/// whose it is. Inside another label, both are named, the outer first.
 ///
 /// ```
-/// let bar = laq::util::progress::labelled("latent", || laq::util::progress::bar(10, "Q-learning"));
-/// assert_eq!(bar.prefix(), "latent: Q-learning");
+/// use laq::util::progress::{bar, labelled};
+/// let b = labelled("latent", || bar(10, "Q-learning"));
+/// assert_eq!(b.prefix(), "latent: Q-learning");
+/// let b = labelled("latent", || labelled("another seed", || bar(10, "Q-learning")));
+/// assert_eq!(b.prefix(), "latent: another seed: Q-learning");
 /// ```
 pub fn labelled<R>(label: &str, f: impl FnOnce() -> R) -> R {
-    let before = LABEL.with(|l| l.replace(Some(label.to_string())));
+    let before = LABEL.with(|l| {
+        let inner = match l.borrow().as_deref() {
+            Some(outer) => format!("{outer}: {label}"),
+            None => label.to_string(),
+        };
+        l.replace(Some(inner))
+    });
     let r = f();
     LABEL.with(|l| l.replace(before));
     r
