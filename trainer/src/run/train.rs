@@ -132,21 +132,20 @@ fn with_another_seed(
         seed: another_seed(cfg.seed),
         ..cfg.clone()
     };
-    let failed = |t: &Trust| t.failed().map(|c| c.name.clone()).collect::<Vec<_>>();
     log::info!(
         "V is doubtful by {} alone, which say that its training depends on chance: the \
          run goes again from seed {}",
-        failed(&first.trust).join(", "),
+        first.trust.failed_names().join(", "),
         other.seed
     );
     let again = again(&other)?;
     let record = AnotherSeed {
         first_seed: cfg.seed,
         first: first.trust.verdict,
-        first_failed: failed(&first.trust),
+        first_failed: first.trust.failed_names(),
         seed: other.seed,
         again: again.trust.verdict,
-        again_failed: failed(&again.trust),
+        again_failed: again.trust.failed_names(),
         exported_again: again.trust.verdict == trust::Verdict::Trusted,
     };
     log::info!("{record}");
@@ -376,17 +375,16 @@ fn train_seed(
                     None,
                 )?;
                 let exported = exports_ignoring(&run.trust, &again.trust);
-                let failed = |t: &Trust| t.failed().map(|c| c.name.clone()).collect();
                 let record = NoiseIgnored {
                     unmoved: (values.iter().copied())
                         .filter(|j| unmoved.contains(j))
                         .collect(),
                     values,
                     reading: run.trust.verdict,
-                    reading_failed: failed(&run.trust),
+                    reading_failed: run.trust.failed_names(),
                     reading_halves: run.trust.value(trust::HALVES_AGREE),
                     ignoring: again.trust.verdict,
-                    ignoring_failed: failed(&again.trust),
+                    ignoring_failed: again.trust.failed_names(),
                     ignoring_halves: again.trust.value(trust::HALVES_AGREE),
                     exported_ignoring: exported,
                 };
@@ -1280,12 +1278,11 @@ fn fit_v(
 
 /// The record of a run that learned Q again along the trajectories (`along`).
 fn retargeted(one_step: &Trust, again: &Trust, along: &TrainConfig, exported: bool) -> Retargeted {
-    let failed = |t: &Trust| t.failed().map(|c| c.name.clone()).collect();
     Retargeted {
         one_step: one_step.verdict,
-        one_step_failed: failed(one_step),
+        one_step_failed: one_step.failed_names(),
         along: again.verdict,
-        along_failed: failed(again),
+        along_failed: again.failed_names(),
         target_update: along.dqn.target_update,
         exported_along: exported,
     }

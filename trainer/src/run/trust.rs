@@ -67,6 +67,12 @@ impl Trust {
         self.checks.iter().filter(|c| !c.pass)
     }
 
+    /// The names of the failed checks, in order, as the records of a run's retries keep
+    /// them.
+    pub fn failed_names(&self) -> Vec<String> {
+        self.failed().map(|c| c.name.clone()).collect()
+    }
+
     /// This verdict with one more check: doubtful if it fails.
     pub fn with(mut self, check: Check) -> Trust {
         if !check.pass {

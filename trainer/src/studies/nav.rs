@@ -349,7 +349,7 @@ pub fn run(cfg: &NavStudyConfig, device: &Device) -> Result<NavRun> {
             num_actions: trained.labelled.num_actions,
             seconds: train_seconds + t.elapsed().as_secs_f64(),
             verdict: Some(trained.trust.verdict),
-            failed_checks: trained.trust.failed().map(|c| c.name.clone()).collect(),
+            failed_checks: trained.trust.failed_names(),
         };
         log::info!(
             "{}: spearman {:.3} (against V* {:.3}), purity {:.3}, SPL {:.3} ({} ahead; \
