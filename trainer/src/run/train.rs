@@ -279,6 +279,7 @@ fn train_seed(
             let values = model.values_of(data, device)?;
             let max_return = qlearn::return_bounds(data, cfg.tabular.gamma).1 as f64;
             let returns = trust::data_returns(data, cfg.tabular.gamma);
+            let traced = trust::Traced::of(data, cfg);
             let trust = trust::assess(&Evidence {
                 data,
                 labels: &labelled.labels,
@@ -287,9 +288,9 @@ fn train_seed(
                 pair: second.as_deref().map(|o| (values.as_slice(), o)),
                 last_snapshots: None,
                 max_return: final_max_return(cfg, max_return),
-                shown_near_max: trust::shown_near_max(&returns, max_return),
+                shown_near_max: near_max_shown(&returns, &traced, cfg.tabular.gamma, max_return),
                 returns: value_is_a_return(cfg).then_some(returns.as_slice()),
-                traced: &trust::Traced::of(data, cfg),
+                traced: &traced,
             });
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
@@ -718,7 +719,7 @@ impl Deep<'_> {
         let all: Vec<usize> = (0..data.len()).collect();
         let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
         let returns = trust::data_returns(data, cfg.dqn.gamma);
-        let shown_near_max = trust::shown_near_max(&returns, max_return);
+        let shown_near_max = near_max_shown(&returns, traced, cfg.dqn.gamma, max_return);
         let baseline = traced.baseline;
         let judge = |values: &[f32],
                      pair: Option<(&[f32], &[f32])>,
@@ -1346,6 +1347,16 @@ fn fit_within_bound(
         );
     }
     Some(lowered)
+}
+
+/// [`trust::shown_near_max`] of the data's own returns and the value of its ways'
+/// fewest steps.
+fn near_max_shown(returns: &[f64], traced: &trust::Traced, gamma: f64, max_return: f64) -> f64 {
+    let ways = traced
+        .paths
+        .as_ref()
+        .map(|s| qlearn::path_bound(&s.state, gamma, max_return as f32, traced.baseline));
+    trust::shown_near_max(returns, ways.as_deref(), max_return)
 }
 
 /// Rows of the sample that the dynamics check clusters.
@@ -2039,6 +2050,39 @@ mod tests {
         let mut v = learned;
         assert_eq!(fit_within_bound(&mut v, &traced, &cfg, (1.0, 0.0)), None);
         assert_eq!(v, learned);
+    }
+
+    /// A controller that dithers on its way to a near goal collects less than its data's
+    /// fastest ways show: every state is three steps from the reward at most, so a V
+    /// near the largest return everywhere is what the data shows, not over-estimation.
+    #[test]
+    fn the_ways_show_states_near_the_largest_return_that_a_dithering_controller_does_not() {
+        let path = [0.0f32, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 2.0, 3.0];
+        let n = path.len() - 1;
+        let d = Dataset {
+            obs_shape: vec![1],
+            observations: path[..n].to_vec().into(),
+            next_observations: path[1..].to_vec().into(),
+            rewards: (0..n).map(|i| (i + 1 == n) as u8 as f32).collect(),
+            terminals: (0..n).map(|i| i + 1 == n).collect(),
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        let cfg = TrainConfig::continuous();
+        let returns = trust::data_returns(&d, 0.99);
+        // Eight steps to go from the first row: 0.99^k >= 0.95 for k <= 5 only.
+        assert_eq!(trust::shown_near_max(&returns, None, 1.0), 6.0 / 9.0);
+        let traced = trust::Traced::of(&d, &cfg);
+        assert_eq!(near_max_shown(&returns, &traced, 0.99, 1.0), 1.0);
+        // Without ways (none through unrewarded data), the returns alone.
+        let unrewarded = Dataset {
+            rewards: vec![0.0; n],
+            ..d
+        };
+        let traced = trust::Traced::of(&unrewarded, &cfg);
+        let returns = trust::data_returns(&unrewarded, 0.99);
+        assert_eq!(near_max_shown(&returns, &traced, 0.99, 1.0), 0.0);
     }
 
     /// A run with one-step targets is told what to try where V stays below the data's
