@@ -119,9 +119,9 @@ impl std::fmt::Display for ContextsLeftOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "dims {} change only where an episode begins or after a reward, on a row that \
-             still shows the last episode's (a goal, say); {} such rows left out of mining \
-             and Q-learning",
+            "dims {} change only on an episode's first row or the row after a reward (the \
+             last episode's goal still shown, a gripper settling after its reset): no step \
+             of the task; {} such rows left out of mining and Q-learning",
             crate::util::runs(self.dims.iter().map(|&j| j as u64), "-"),
             self.rows
         )
