@@ -12,7 +12,10 @@
 //! corridors and walls (no transition crosses a wall, and a wall is wider than a jump),
 //! and ranks states much like the true shortest way on every maze measured
 //! (docs/trust.md). Frames that never recur jump where their pixels lie near
-//! ([`fewest_steps`] with `near_frames`), where that follows the data's own trajectories.
+//! ([`fewest_steps`] with `near_frames`), where that follows the data's own trajectories;
+//! a run holds the ways through continuous states to the same bar
+//! (`run::trust::ways_agreement`): a body that cannot move to the states beside it (a
+//! car that must swing to climb) has none.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -73,6 +76,9 @@ pub struct Steps {
     pub state: Vec<f64>,
     /// From row `i`'s next state.
     pub next: Vec<f64>,
+    /// Whether the ways jump between states that lie near one another (states that never
+    /// recur), rather than only meet where states recur.
+    pub joined: bool,
 }
 
 /// Values a frame is projected onto to find the frames near it ([`fewest_steps`] with `near_frames`):
@@ -353,6 +359,7 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
             .map(|j| j.map_or(f64::INFINITY, |j| dist[j]))
             .collect(),
         state,
+        joined: !recur,
     })
 }
 

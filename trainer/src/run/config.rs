@@ -79,6 +79,15 @@ pub struct TrainConfig {
     /// without this key finds no ways through such frames, as runs did before it.
     #[serde(default)]
     pub near_frames: bool,
+    /// Ways through states joined where near only where they rank the steps of the data's
+    /// own rewarded trajectories as `trajectory_ranking` asks of V
+    /// ([`crate::run::trust::ways_agreement`] at least
+    /// [`paths::MIN_TRAJECTORY_AGREEMENT`]): a body that cannot move from a state to any
+    /// near one (a car that must swing back and forth to climb a hill) has ways that
+    /// jumps make up, and none then bound the bootstraps or judge V. A run directory
+    /// written without this key keeps the ways whatever they rank, as runs did before it.
+    #[serde(default)]
+    pub ways_agree: bool,
     /// A fitted V (an ensemble's mean, BCQ's V) is fitted to at most the bound of each
     /// state, where `path_bound` bounds Q-learning: a network's V can pass what any
     /// of its targets allows, by its smoothness across a wall (docs/trust.md, "Fitted
@@ -180,6 +189,7 @@ impl Default for TrainConfig {
             ways_pace: Some(crate::data::paths::PACE),
             frame_ways: true,
             near_frames: true,
+            ways_agree: true,
             fit_bound: true,
             retry_along_trajectories: true,
             ignored_values: vec![],
@@ -397,7 +407,8 @@ impl TrainConfig {
     /// bound and the `path_ranking` check: at `ways_pace`, and through frames and other
     /// states of more than [`paths::MAX_STATE_LEN`] values only with `frame_ways`
     /// ([`paths::fewest_steps`]); through frames that never recur, joined where near, with
-    /// `near_frames`.
+    /// `near_frames`; with `ways_agree`, none where the ways join near states and rank the
+    /// data's own rewarded trajectories badly ([`crate::run::trust::ways_agreement`]).
     ///
     /// ```
     /// use laq::run::config::TrainConfig;
@@ -422,7 +433,24 @@ impl TrainConfig {
         if !self.frame_ways && paths::never_jump(data) {
             return None;
         }
-        paths::fewest_steps(data, self.ways_pace, self.near_frames)
+        let steps = paths::fewest_steps(data, self.ways_pace, self.near_frames)?;
+        // Frames joined where near were held to the same bar by `fewest_steps` itself.
+        if !(self.ways_agree && steps.joined && !data.is_image()) {
+            return Some(steps);
+        }
+        match crate::run::trust::ways_agreement(data, &steps) {
+            Some(a) if a < paths::MIN_TRAJECTORY_AGREEMENT => {
+                log::info!(
+                    "no ways through the data: joined where states lie near, they rank the \
+                     steps of its own rewarded trajectories at {a:.2} (corrected for the \
+                     data, as trajectory_ranking is; below {}), so a state does not reach \
+                     the states near it as a step does (a body that must swing to climb)",
+                    paths::MIN_TRAJECTORY_AGREEMENT
+                );
+                None
+            }
+            _ => Some(steps),
+        }
     }
 
     /// An error naming the first setting out of its range: a Q-learning discount of 1.5
@@ -819,6 +847,14 @@ mod tests {
     #[test]
     fn a_config_without_frame_ways_finds_none_through_frames() {
         assert!(!written_before("frame_ways = true\n").frame_ways);
+    }
+
+    /// A run directory's `config.toml` from before `ways_agree` existed keeps the ways
+    /// whatever they rank; new runs hold them to the data's own trajectories.
+    #[test]
+    fn a_config_without_ways_agree_keeps_the_ways_whatever_they_rank() {
+        assert!(!written_before("ways_agree = true\n").ways_agree);
+        assert!(TrainConfig::default().ways_agree);
     }
 
     /// A run directory's `config.toml` from before `near_frames` existed finds no ways

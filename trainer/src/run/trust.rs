@@ -298,8 +298,9 @@ impl Trust {
         unchecked.then_some(
             "not checked: `path_ranking` (no ways through the data were found: no \
              transition is rewarded, or nearly every one is, or its states neither recur \
-             nor lie near one another, or, as in frames where more than one body moves, \
-             states near in pixels are not near along the data's own trajectories); a V \
+             nor lie near one another, or near states are not near along the data's own \
+             trajectories: frames where more than one body moves, a body that must swing \
+             to reach the states beside it); a V \
              that ranks each trajectory well can still order states of different \
              trajectories wrongly (frames of a MuJoCo U-maze without their ways: trusted at \
              0.66 against the truth, docs/trust.md)",
@@ -651,6 +652,62 @@ impl<'a> Near<'a> {
     }
 }
 
+/// A Spearman `rho` against the steps to the next reward along the data, corrected for
+/// attenuation by those steps' `reliability` ([`Traced::reliability`]): a measure that
+/// agrees with itself at `r` (two states alike) correlates with anything at most at
+/// sqrt(r). Below 0.1 the correction stops growing (at most 3.2x), so noise is not blown
+/// up; without a reliability, `rho` itself.
+fn corrected_for(rho: f64, reliability: Option<f64>) -> f64 {
+    match reliability {
+        Some(r) if r.is_finite() && r > 0.0 => (rho / r.max(0.1).sqrt()).min(1.0),
+        _ => rho,
+    }
+}
+
+/// How far the ways through `data` ([`crate::data::paths::fewest_steps`]) rank the steps
+/// of its own rewarded trajectories: Spearman over the traced rows with a way, corrected
+/// for the data as `trajectory_ranking` corrects V's ([`Traced::reliability`]). Where
+/// ways jump between near states, they are the body's ways only if a state reaches the
+/// states near it as a step does: a car that must swing back and forth to climb a hill
+/// is near, in position and speed, to states it reaches only after a whole swing, and
+/// the ways made up of such jumps rank the data's own trajectories at 0.20 where a
+/// point-mass maze's rank them at 0.53-0.94 (docs/trust.md, "A car in a valley"). `None`
+/// with fewer than 20 traced rows with a way.
+///
+/// ```
+/// use laq::data::{paths, Dataset};
+/// use laq::run::trust::ways_agreement;
+/// // Two walks down a line to the reward at 0; their ways agree with their own steps.
+/// let line: Vec<f32> = (1..=30).rev().map(|x| x as f32).collect();
+/// let obs = [line.clone(), line.iter().map(|x| x + 0.5).collect()].concat();
+/// let d = Dataset {
+///     obs_shape: vec![1],
+///     next_observations: obs.iter().map(|x| (x - 1.0).max(0.0)).collect::<Vec<_>>().into(),
+///     observations: obs.clone().into(),
+///     rewards: obs.iter().map(|&x| f32::from(u8::from(x <= 1.5))).collect(),
+///     terminals: obs.iter().map(|&x| x <= 1.5).collect(),
+///     timeouts: None,
+///     next_missing: None,
+///     actions: None,
+/// };
+/// let ways = paths::fewest_steps(&d, Some(paths::PACE), false).unwrap();
+/// assert!(ways_agreement(&d, &ways).unwrap() > 0.9);
+/// ```
+pub fn ways_agreement(data: &Dataset, steps: &crate::data::paths::Steps) -> Option<f64> {
+    let traces = data.steps_to_reward();
+    let (ways, own): (Vec<f64>, Vec<f64>) = traces
+        .iter()
+        .filter(|&&(i, _)| steps.state[i].is_finite())
+        .map(|&(i, k)| (steps.state[i], k as f64))
+        .unzip();
+    if ways.len() < 20 {
+        return None;
+    }
+    let rho = stats::spearman(&ways, &own);
+    let reliability = Near::new(data, &traces).and_then(|n| steps_reliability(&n));
+    Some(corrected_for(rho, reliability))
+}
+
 /// How far the steps to the next reward along the data are a function of the state at
 /// all: Spearman between the steps of a traced row and of its nearest traced state
 /// (standardised Euclidean distance) on another trajectory to another reward. Data whose
@@ -760,12 +817,9 @@ pub fn assess(e: &Evidence) -> Trust {
         let v: Vec<f64> = traces.iter().map(|&(i, _)| e.values[i] as f64).collect();
         let k: Vec<f64> = traces.iter().map(|&(_, k)| -(k as f64)).collect();
         let rho = stats::spearman(&v, &k);
-        // Corrected for attenuation: a measure that agrees with itself at `r` (two
-        // states alike) correlates with anything at most at sqrt(r). Below 0.1 the
-        // correction stops growing (at most 3.2x), so noise is not blown up.
         let (corrected, how) = match e.traced.reliability {
             Some(r) if r.is_finite() && r > 0.0 => {
-                let corrected = (rho / r.max(0.1).sqrt()).min(1.0);
+                let corrected = corrected_for(rho, Some(r));
                 let how = format!(
                     "at Spearman {rho:.2}, {corrected:.2} corrected for the data (the steps of \
                      two alike states on other trajectories agree at {r:.2}, so even the \
@@ -898,6 +952,68 @@ pub fn assess(e: &Evidence) -> Trust {
 mod tests {
     use super::*;
     use crate::data::Dataset;
+
+    /// gymnasium's MountainCar as `scripts/mountaincar.py` logs it: pushed the way the
+    /// car moves, one push in three random, half the episodes from anywhere; rewarded and
+    /// terminal at the flag.
+    fn mountain_car(rows: usize) -> Dataset {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let (mut o, mut nx, mut r, mut t, mut cut) = (vec![], vec![], vec![], vec![], vec![]);
+        while r.len() < rows {
+            let (mut p, mut v): (f32, f32) = match rng.random_bool(0.5) {
+                true => (rng.random_range(-0.6..-0.4), 0.0),
+                false => (rng.random_range(-1.2..0.5), rng.random_range(-0.07..0.07)),
+            };
+            for step in 0..500 {
+                let mut push = if v > 0.0 { 1.0 } else { -1.0 };
+                if rng.random_bool(0.3) {
+                    push = rng.random_range(-1..=1) as f32;
+                }
+                let v2 = (v + push * 0.001 - (3.0 * p).cos() * 0.0025).clamp(-0.07, 0.07);
+                let p2 = (p + v2).clamp(-1.2, 0.6);
+                let v2 = if p2 == -1.2 && v2 < 0.0 { 0.0 } else { v2 };
+                let hit = p2 >= 0.5;
+                o.extend([p, v]);
+                nx.extend([p2, v2]);
+                r.push(f32::from(u8::from(hit)));
+                t.push(hit);
+                cut.push(!hit && (step == 499 || r.len() == rows));
+                (p, v) = (p2, v2);
+                if hit || r.len() == rows {
+                    break;
+                }
+            }
+        }
+        Dataset {
+            obs_shape: vec![2],
+            observations: o.into(),
+            next_observations: nx.into(),
+            rewards: r,
+            terminals: t,
+            timeouts: Some(cut),
+            next_missing: None,
+            actions: None,
+        }
+    }
+
+    /// Near states of a car that must swing to climb are not a step apart: the ways that
+    /// jumps make up rank its own trajectories badly and are dropped; a run written
+    /// before `ways_agree` keeps them.
+    #[test]
+    fn ways_a_body_cannot_take_are_dropped() {
+        let d = mountain_car(20_000);
+        let cfg = TrainConfig::default();
+        let kept = TrainConfig {
+            ways_agree: false,
+            ..cfg.clone()
+        };
+        let ways = kept.ways(&d).expect("ways through the car's states");
+        assert!(ways.joined);
+        let agreement = ways_agreement(&d, &ways).unwrap();
+        assert!(agreement < paths::MIN_TRAJECTORY_AGREEMENT, "{agreement}");
+        assert!(cfg.ways(&d).is_none());
+    }
 
     /// A chain 0 -> 1 -> ... -> 9 rewarded at the end, twice.
     fn chain() -> Dataset {
