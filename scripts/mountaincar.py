@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Another physics, a long horizon: gymnasium's MountainCar, logged without its actions.
+
+A car in a valley, too weak to climb the right hill directly, must swing back and forth
+to build up energy: value depends on the velocity as much as on the position, and the
+goal is a hundred or more steps away. A scripted controller with noise drives it: push
+in the direction the car moves (left at rest), one step in `--random` (default 0.3) a
+random push instead. Half of the episodes start where gymnasium starts them (at rest,
+position -0.6 to -0.4), the other half anywhere (position and velocity uniform over
+their ranges), as logs gathered over many runs would. A reward of 1 where the car
+reaches the flag (position 0.5), terminal there; an episode cut after 500 steps ends in
+a timeout.
+
+The truth for each row is minus the fewest steps to the flag from its state, by value
+iteration on a 451 x 451 grid of position and velocity with the environment's own
+dynamics (bilinear between grid points), saved as `<out>_truth.npy`: V should rank the
+states by it.
+
+    python3 -m pip install numpy gymnasium
+    python3 scripts/mountaincar.py --out car.npz [--steps 100000 --seed 0]
+    laq train --data car.npz --out run
+    laq predict --model run/value.safetensors --data car.npz --out v.csv
+    python3 scripts/pointmaze.py score car_truth.npy v.csv
+
+docs/trust.md ("A car in a valley") has the figures this data gave.
+"""
+import argparse
+
+import numpy as np
+
+LOW = np.array([-1.2, -0.07])
+HIGH = np.array([0.6, 0.07])
+FLAG = 0.5
+FORCE, GRAVITY = 0.001, 0.0025
+
+
+def step(pos, vel, push):
+    """gymnasium's MountainCar-v0 dynamics restated, vectorised, for the truth; push in
+    {-1, 0, 1} (the environment's actions 0, 1, 2)."""
+    vel = np.clip(vel + push * FORCE - np.cos(3 * pos) * GRAVITY, LOW[1], HIGH[1])
+    pos = np.clip(pos + vel, LOW[0], HIGH[0])
+    vel = np.where((pos == LOW[0]) & (vel < 0), 0.0, vel)
+    return pos, vel
+
+
+def fewest_steps(n=451, sweeps=1000):
+    """Fewest steps to the flag on an n x n grid, by value iteration (bilinear)."""
+    ps = np.linspace(LOW[0], HIGH[0], n)
+    vs = np.linspace(LOW[1], HIGH[1], n)
+    pos, vel = np.meshgrid(ps, vs, indexing="ij")
+    steps = np.zeros((n, n))
+    nexts = [step(pos, vel, a) for a in (-1, 0, 1)]
+
+    def at(grid, p, v):
+        fp = (p - LOW[0]) / (HIGH[0] - LOW[0]) * (n - 1)
+        fv = (v - LOW[1]) / (HIGH[1] - LOW[1]) * (n - 1)
+        i = np.clip(np.floor(fp).astype(int), 0, n - 2)
+        j = np.clip(np.floor(fv).astype(int), 0, n - 2)
+        a, b = fp - i, fv - j
+        return ((1 - a) * (1 - b) * grid[i, j] + a * (1 - b) * grid[i + 1, j]
+                + (1 - a) * b * grid[i, j + 1] + a * b * grid[i + 1, j + 1])
+
+    for _ in range(sweeps):
+        best = np.full((n, n), np.inf)
+        for p2, v2 in nexts:
+            here = np.where(p2 >= FLAG, 0.0, at(steps, p2, v2))
+            best = np.minimum(best, 1.0 + here)
+        best[pos >= FLAG] = 0.0
+        if np.max(np.abs(best - steps)) < 1e-6:
+            steps = best
+            break
+        steps = best
+    return lambda p, v: np.where(p >= FLAG, 0.0, at(steps, p, v))
+
+
+def generate(a):
+    import gymnasium as gym
+
+    env = gym.make("MountainCar-v0").unwrapped
+    env.reset(seed=a.seed)
+    rng = np.random.default_rng(a.seed)
+    obs, nxt, rew, term, tout = [], [], [], [], []
+    while len(rew) < a.steps:
+        if rng.random() < 0.5:
+            env.state = np.array([rng.uniform(-0.6, -0.4), 0.0])
+        else:
+            env.state = np.array([rng.uniform(LOW[0], FLAG), rng.uniform(LOW[1], HIGH[1])])
+        s = env.state.astype(np.float32)
+        for t in range(500):
+            push = 1 if s[1] > 0 else -1
+            if rng.random() < a.random:
+                push = int(rng.integers(-1, 2))
+            s2, _, hit, _, _ = env.step(push + 1)
+            obs.append(s)
+            nxt.append(s2)
+            rew.append(1.0 if hit else 0.0)
+            term.append(hit)
+            tout.append(t == 499 and not hit)
+            s = s2
+            if hit or len(rew) >= a.steps:
+                tout[-1] = not hit
+                break
+    obs = np.array(obs, np.float32)
+    np.savez(
+        a.out,
+        observations=obs,
+        next_observations=np.array(nxt, np.float32),
+        rewards=np.array(rew, np.float32),
+        terminals=np.array(term),
+        timeouts=np.array(tout),
+    )
+    truth = -fewest_steps()(obs[:, 0].astype(np.float64), obs[:, 1].astype(np.float64))
+    np.save(a.out.removesuffix(".npz") + "_truth.npy", truth.astype(np.float32))
+    print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, "
+          f"fewest steps to the flag {np.median(-truth):.0f} (median), {np.max(-truth):.0f} (most)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=100000)
+    p.add_argument("--random", type=float, default=0.3, help="share of random pushes")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    if not 0.0 <= a.random <= 1.0:
+        p.error(f"--random {a.random}: a share of the steps, 0 to 1")
+    generate(a)
+
+
+if __name__ == "__main__":
+    main()
