@@ -88,8 +88,9 @@ pub const FRAME_PROJECTION: usize = 32;
 
 /// The least Spearman between the steps of ways through frames joined where near and the
 /// steps the data's own rewarded trajectories take from the same rows
-/// ([`fewest_steps`] with `near_frames`), and the `trajectory_ranking` check's threshold
-/// for V (`run::trust`): one bar for both. Ways that
+/// ([`fewest_steps`] with `near_frames`), the same for ways through continuous states
+/// corrected for the data (`run::trust::ways_agreement`), and the `trajectory_ranking`
+/// check's threshold for V (`run::trust`): one bar for all. Ways that
 /// rank the data's own trajectories worse are not the scene's ways (frames of Atari's
 /// Freeway, near where their cars are: 0.07-0.09); on mazes drawn as frames they rank them
 /// at 0.46-0.69, as the ways through the same mazes' continuous states do (0.50-0.71).
@@ -117,17 +118,7 @@ fn through_near_frames(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
         return None;
     }
     let steps = fewest_steps(&near, pace, false)?;
-    let (ways, own): (Vec<f64>, Vec<f64>) = data
-        .steps_to_reward()
-        .into_iter()
-        .filter(|&(i, _)| steps.state[i].is_finite())
-        .map(|(i, k)| (steps.state[i], k as f64))
-        .unzip();
-    let agreement = if ways.len() >= 20 {
-        stats::spearman(&ways, &own)
-    } else {
-        f64::NAN
-    };
+    let agreement = trajectory_agreement(data, &steps).unwrap_or(f64::NAN);
     if agreement >= MIN_TRAJECTORY_AGREEMENT {
         Some(steps)
     } else {
@@ -138,6 +129,38 @@ fn through_near_frames(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
         );
         None
     }
+}
+
+/// Spearman between the fewest `steps` from each row with a way and the steps the data's
+/// own rewarded trajectories take from it ([`Dataset::steps_to_reward`]); `None` with
+/// fewer than 20 such rows. Ways that follow the data rank its own trajectories much as
+/// the trajectories themselves allow.
+///
+/// ```
+/// use laq::data::{paths, Dataset};
+/// // One walk down a line to the reward: its ways are its own steps.
+/// let obs: Vec<f32> = (1..=30).rev().map(|x| x as f32).collect();
+/// let d = Dataset {
+///     obs_shape: vec![1],
+///     next_observations: obs.iter().map(|x| x - 1.0).collect::<Vec<_>>().into(),
+///     observations: obs.clone().into(),
+///     rewards: obs.iter().map(|&x| f32::from(u8::from(x == 1.0))).collect(),
+///     terminals: obs.iter().map(|&x| x == 1.0).collect(),
+///     timeouts: None,
+///     next_missing: None,
+///     actions: None,
+/// };
+/// let ways = paths::fewest_steps(&d, Some(paths::PACE), false).unwrap();
+/// assert_eq!(paths::trajectory_agreement(&d, &ways), Some(1.0));
+/// ```
+pub fn trajectory_agreement(data: &Dataset, steps: &Steps) -> Option<f64> {
+    let (ways, own): (Vec<f64>, Vec<f64>) = data
+        .steps_to_reward()
+        .into_iter()
+        .filter(|&(i, _)| steps.state[i].is_finite())
+        .map(|(i, k)| (steps.state[i], k as f64))
+        .unzip();
+    (ways.len() >= 20).then(|| stats::spearman(&ways, &own))
 }
 
 /// Where a jump ([`REACH`] median steps, Euclidean) is at least as long as the median

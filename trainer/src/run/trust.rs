@@ -664,15 +664,15 @@ fn corrected_for(rho: f64, reliability: Option<f64>) -> f64 {
     }
 }
 
-/// How far the ways through `data` ([`crate::data::paths::fewest_steps`]) rank the steps
-/// of its own rewarded trajectories: Spearman over the traced rows with a way, corrected
-/// for the data as `trajectory_ranking` corrects V's ([`Traced::reliability`]). Where
-/// ways jump between near states, they are the body's ways only if a state reaches the
-/// states near it as a step does: a car that must swing back and forth to climb a hill
-/// is near, in position and speed, to states it reaches only after a whole swing, and
-/// the ways made up of such jumps rank the data's own trajectories at 0.20 where a
-/// point-mass maze's rank them at 0.53-0.94 (docs/trust.md, "A car in a valley"). `None`
-/// with fewer than 20 traced rows with a way.
+/// How far the ways through `data` ([`paths::fewest_steps`]) rank the steps of its own
+/// rewarded trajectories ([`paths::trajectory_agreement`]), corrected for the data as
+/// `trajectory_ranking` corrects V's ([`Traced::reliability`]). Where ways jump between
+/// near states, they are the body's ways only if a state reaches the states near it as a
+/// step does: a car that must swing back and forth to climb a hill is near, in position
+/// and speed, to states it reaches only after a whole swing, and the ways made up of
+/// such jumps rank its data's own trajectories at 0.22, where the point-mass mazes'
+/// rank theirs at 0.52-1.00 (docs/trust.md, "A car in a valley"). `None` with fewer than
+/// 20 traced rows with a way.
 ///
 /// ```
 /// use laq::data::{paths, Dataset};
@@ -693,17 +693,9 @@ fn corrected_for(rho: f64, reliability: Option<f64>) -> f64 {
 /// let ways = paths::fewest_steps(&d, Some(paths::PACE), false).unwrap();
 /// assert!(ways_agreement(&d, &ways).unwrap() > 0.9);
 /// ```
-pub fn ways_agreement(data: &Dataset, steps: &crate::data::paths::Steps) -> Option<f64> {
+pub fn ways_agreement(data: &Dataset, steps: &paths::Steps) -> Option<f64> {
+    let rho = paths::trajectory_agreement(data, steps)?;
     let traces = data.steps_to_reward();
-    let (ways, own): (Vec<f64>, Vec<f64>) = traces
-        .iter()
-        .filter(|&&(i, _)| steps.state[i].is_finite())
-        .map(|&(i, k)| (steps.state[i], k as f64))
-        .unzip();
-    if ways.len() < 20 {
-        return None;
-    }
-    let rho = stats::spearman(&ways, &own);
     let reliability = Near::new(data, &traces).and_then(|n| steps_reliability(&n));
     Some(corrected_for(rho, reliability))
 }
