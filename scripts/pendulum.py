@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Another body that must swing: gymnasium's Pendulum, swung up and logged without torques.
+
+A pendulum whose motor (at most 2) cannot lift it from below in one go: it must swing to
+gather energy, then be caught upright. A scripted controller with noise drives it: pump
+energy (full torque the way it turns, against it when above the energy of standing
+still upright), and a PD controller within 0.5 rad of upright; one step in `--random`
+(default 0.3) a random torque instead. Half of the episodes start hanging nearly at
+rest, the other half anywhere (angle and speed uniform over their ranges). The state is
+gymnasium's observation (cos, sin of the angle, the angular speed); a reward of 1 where a
+step ends upright (within 0.2 rad, slower than 1 rad/s), terminal there; an episode cut
+after 300 steps ends in a timeout.
+
+The truth for each row is minus the fewest steps to upright from its state, by value
+iteration on a 361 x 321 grid of angle and speed with the environment's own dynamics
+(torques -2, -1, 0, 1, 2; bilinear between grid points), saved as `<out>_truth.npy`: V
+should rank the states by it.
+
+    python3 -m pip install numpy gymnasium
+    python3 scripts/pendulum.py --out pend.npz [--steps 100000 --seed 0]
+    laq train --data pend.npz --out run
+    laq predict --model run/value.safetensors --data pend.npz --out v.csv
+    python3 scripts/pointmaze.py score pend_truth.npy v.csv
+
+docs/trust.md ("A car in a valley") has the figures this data gave.
+"""
+import argparse
+
+import numpy as np
+
+MAX_SPEED, MAX_TORQUE, DT, G = 8.0, 2.0, 0.05, 10.0
+UP_ANGLE, UP_SPEED = 0.2, 1.0
+
+
+def wrap(th):
+    return (th + np.pi) % (2 * np.pi) - np.pi
+
+
+def step(th, thdot, u):
+    """gymnasium's Pendulum-v1 dynamics restated, vectorised, for the truth (m = l = 1)."""
+    u = np.clip(u, -MAX_TORQUE, MAX_TORQUE)
+    thdot = np.clip(thdot + (3 * G / 2 * np.sin(th) + 3.0 * u) * DT, -MAX_SPEED, MAX_SPEED)
+    return th + thdot * DT, thdot
+
+
+def upright(th, thdot):
+    return (np.abs(wrap(th)) < UP_ANGLE) & (np.abs(thdot) < UP_SPEED)
+
+
+def fewest_steps(n_th=361, n_v=321, sweeps=2000):
+    """Fewest steps to upright on a grid of angle (periodic) and speed, value iteration."""
+    ths = np.linspace(-np.pi, np.pi, n_th)
+    vs = np.linspace(-MAX_SPEED, MAX_SPEED, n_v)
+    th, v = np.meshgrid(ths, vs, indexing="ij")
+    steps = np.zeros((n_th, n_v))
+    nexts = [step(th, v, u) for u in (-2.0, -1.0, 0.0, 1.0, 2.0)]
+
+    def at(grid, t, w):
+        ft = (wrap(t) + np.pi) / (2 * np.pi) * (n_th - 1)
+        fw = (w + MAX_SPEED) / (2 * MAX_SPEED) * (n_v - 1)
+        i = np.clip(np.floor(ft).astype(int), 0, n_th - 2)
+        j = np.clip(np.floor(fw).astype(int), 0, n_v - 2)
+        a, b = ft - i, fw - j
+        return ((1 - a) * (1 - b) * grid[i, j] + a * (1 - b) * grid[i + 1, j]
+                + (1 - a) * b * grid[i, j + 1] + a * b * grid[i + 1, j + 1])
+
+    for _ in range(sweeps):
+        best = np.full(th.shape, np.inf)
+        for t2, w2 in nexts:
+            best = np.minimum(best, 1.0 + np.where(upright(t2, w2), 0.0, at(steps, t2, w2)))
+        if np.max(np.abs(best - steps)) < 1e-6:
+            steps = best
+            break
+        steps = best
+    return lambda t, w: at(steps, t, w)
+
+
+def generate(a):
+    import gymnasium as gym
+
+    env = gym.make("Pendulum-v1").unwrapped
+    env.reset(seed=a.seed)
+    rng = np.random.default_rng(a.seed)
+    obs, nxt, rew, term, tout, angles = [], [], [], [], [], []
+    while len(rew) < a.steps:
+        if rng.random() < 0.5:
+            env.state = np.array([np.pi + rng.uniform(-0.3, 0.3), rng.uniform(-0.5, 0.5)])
+        else:
+            env.state = np.array([rng.uniform(-np.pi, np.pi), rng.uniform(-MAX_SPEED, MAX_SPEED)])
+        if upright(*env.state):
+            continue
+        for t in range(300):
+            th, thdot = env.state
+            o = np.array([np.cos(th), np.sin(th), thdot], np.float32)
+            # The swing conserves thdot^2 / 2 + 1.5 g cos(th); standing still upright,
+            # 1.5 g: pump below it, brake above it, catch near the top.
+            energy = 0.5 * thdot**2 + 1.5 * G * np.cos(th)
+            if abs(wrap(th)) < 0.5:
+                u = -10.0 * wrap(th) - 2.0 * thdot
+            else:
+                u = MAX_TORQUE * np.sign(thdot if thdot != 0 else 1.0)
+                u = u if energy < 1.5 * G else -u
+            if rng.random() < a.random:
+                u = rng.uniform(-MAX_TORQUE, MAX_TORQUE)
+            o2, _, _, _, _ = env.step(np.array([u], np.float32))
+            hit = bool(upright(*env.state))
+            angles.append((th, thdot))
+            obs.append(o)
+            nxt.append(o2.astype(np.float32))
+            rew.append(1.0 if hit else 0.0)
+            term.append(hit)
+            tout.append(t == 299 and not hit)
+            if hit or len(rew) >= a.steps:
+                tout[-1] = not hit
+                break
+    np.savez(
+        a.out,
+        observations=np.array(obs, np.float32),
+        next_observations=np.array(nxt, np.float32),
+        rewards=np.array(rew, np.float32),
+        terminals=np.array(term),
+        timeouts=np.array(tout),
+    )
+    angles = np.array(angles)
+    truth = -fewest_steps()(angles[:, 0], angles[:, 1])
+    np.save(a.out.removesuffix(".npz") + "_truth.npy", truth.astype(np.float32))
+    print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, "
+          f"fewest steps to upright {np.median(-truth):.0f} (median), {np.max(-truth):.0f} (most)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=100000)
+    p.add_argument("--random", type=float, default=0.3, help="share of random torques")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    if not 0.0 <= a.random <= 1.0:
+        p.error(f"--random {a.random}: a share of the steps, 0 to 1")
+    generate(a)
+
+
+if __name__ == "__main__":
+    main()
