@@ -32,6 +32,7 @@ docs/trust.md ("A robot arm") has the figures this data gave.
 import argparse
 
 import numpy as np
+from logs import save
 
 # How far behind the block (from the goal) the gripper starts a push, and how far past
 # the block's centre it aims while pushing: the block is 5 cm wide.
@@ -120,15 +121,7 @@ def generate(a):
             if hit or len(rew) >= a.steps:
                 tout[-1] = not hit
                 break
-    np.savez(
-        a.out,
-        observations=np.array(obs, np.float32),
-        next_observations=np.array(nxt, np.float32),
-        rewards=np.array(rew, np.float32),
-        terminals=np.array(term),
-        timeouts=np.array(tout),
-    )
-    np.save(a.out.removesuffix(".npz") + "_truth.npy", np.array(truth, np.float32))
+    save(a.out, obs, nxt, rew, term, tout, truth)
     print(f"{a.out}: {len(rew)} transitions, {episodes} episodes, {int(sum(rew))} rewarded")
 
 

@@ -27,6 +27,7 @@ docs/trust.md ("A car in a valley") has the figures this data gave.
 import argparse
 
 import numpy as np
+from logs import fewest_steps, save
 
 LOW = np.array([-1.2, -0.07])
 HIGH = np.array([0.6, 0.07])
@@ -43,34 +44,8 @@ def step(pos, vel, push):
     return pos, vel
 
 
-def fewest_steps(n=451, sweeps=1000):
-    """Fewest steps to the flag on an n x n grid, by value iteration (bilinear)."""
-    ps = np.linspace(LOW[0], HIGH[0], n)
-    vs = np.linspace(LOW[1], HIGH[1], n)
-    pos, vel = np.meshgrid(ps, vs, indexing="ij")
-    steps = np.zeros((n, n))
-    nexts = [step(pos, vel, a) for a in (-1, 0, 1)]
-
-    def at(grid, p, v):
-        fp = (p - LOW[0]) / (HIGH[0] - LOW[0]) * (n - 1)
-        fv = (v - LOW[1]) / (HIGH[1] - LOW[1]) * (n - 1)
-        i = np.clip(np.floor(fp).astype(int), 0, n - 2)
-        j = np.clip(np.floor(fv).astype(int), 0, n - 2)
-        a, b = fp - i, fv - j
-        return ((1 - a) * (1 - b) * grid[i, j] + a * (1 - b) * grid[i + 1, j]
-                + (1 - a) * b * grid[i, j + 1] + a * b * grid[i + 1, j + 1])
-
-    for _ in range(sweeps):
-        best = np.full((n, n), np.inf)
-        for p2, v2 in nexts:
-            here = np.where(p2 >= FLAG, 0.0, at(steps, p2, v2))
-            best = np.minimum(best, 1.0 + here)
-        best[pos >= FLAG] = 0.0
-        if np.max(np.abs(best - steps)) < 1e-6:
-            steps = best
-            break
-        steps = best
-    return lambda p, v: np.where(p >= FLAG, 0.0, at(steps, p, v))
+def at_flag(pos, vel):
+    return pos >= FLAG
 
 
 def generate(a):
@@ -101,16 +76,9 @@ def generate(a):
                 tout[-1] = not hit
                 break
     obs = np.array(obs, np.float32)
-    np.savez(
-        a.out,
-        observations=obs,
-        next_observations=np.array(nxt, np.float32),
-        rewards=np.array(rew, np.float32),
-        terminals=np.array(term),
-        timeouts=np.array(tout),
-    )
-    truth = -fewest_steps()(obs[:, 0].astype(np.float64), obs[:, 1].astype(np.float64))
-    np.save(a.out.removesuffix(".npz") + "_truth.npy", truth.astype(np.float32))
+    fewest = fewest_steps(step, at_flag, LOW, HIGH, (451, 451), (-1, 0, 1))
+    truth = -fewest(obs[:, 0].astype(np.float64), obs[:, 1].astype(np.float64))
+    save(a.out, obs, nxt, rew, term, tout, truth)
     print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, "
           f"fewest steps to the flag {np.median(-truth):.0f} (median), {np.max(-truth):.0f} (most)")
 

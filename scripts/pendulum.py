@@ -27,6 +27,7 @@ docs/trust.md ("A car in a valley") has the figures this data gave.
 import argparse
 
 import numpy as np
+from logs import fewest_steps, save
 
 MAX_SPEED, MAX_TORQUE, DT, G = 8.0, 2.0, 0.05, 10.0
 UP_ANGLE, UP_SPEED = 0.2, 1.0
@@ -45,34 +46,6 @@ def step(th, thdot, u):
 
 def upright(th, thdot):
     return (np.abs(wrap(th)) < UP_ANGLE) & (np.abs(thdot) < UP_SPEED)
-
-
-def fewest_steps(n_th=361, n_v=321, sweeps=2000):
-    """Fewest steps to upright on a grid of angle (periodic) and speed, value iteration."""
-    ths = np.linspace(-np.pi, np.pi, n_th)
-    vs = np.linspace(-MAX_SPEED, MAX_SPEED, n_v)
-    th, v = np.meshgrid(ths, vs, indexing="ij")
-    steps = np.zeros((n_th, n_v))
-    nexts = [step(th, v, u) for u in (-2.0, -1.0, 0.0, 1.0, 2.0)]
-
-    def at(grid, t, w):
-        ft = (wrap(t) + np.pi) / (2 * np.pi) * (n_th - 1)
-        fw = (w + MAX_SPEED) / (2 * MAX_SPEED) * (n_v - 1)
-        i = np.clip(np.floor(ft).astype(int), 0, n_th - 2)
-        j = np.clip(np.floor(fw).astype(int), 0, n_v - 2)
-        a, b = ft - i, fw - j
-        return ((1 - a) * (1 - b) * grid[i, j] + a * (1 - b) * grid[i + 1, j]
-                + (1 - a) * b * grid[i, j + 1] + a * b * grid[i + 1, j + 1])
-
-    for _ in range(sweeps):
-        best = np.full(th.shape, np.inf)
-        for t2, w2 in nexts:
-            best = np.minimum(best, 1.0 + np.where(upright(t2, w2), 0.0, at(steps, t2, w2)))
-        if np.max(np.abs(best - steps)) < 1e-6:
-            steps = best
-            break
-        steps = best
-    return lambda t, w: at(steps, t, w)
 
 
 def generate(a):
@@ -113,17 +86,11 @@ def generate(a):
             if hit or len(rew) >= a.steps:
                 tout[-1] = not hit
                 break
-    np.savez(
-        a.out,
-        observations=np.array(obs, np.float32),
-        next_observations=np.array(nxt, np.float32),
-        rewards=np.array(rew, np.float32),
-        terminals=np.array(term),
-        timeouts=np.array(tout),
-    )
     angles = np.array(angles)
-    truth = -fewest_steps()(angles[:, 0], angles[:, 1])
-    np.save(a.out.removesuffix(".npz") + "_truth.npy", truth.astype(np.float32))
+    fewest = fewest_steps(step, upright, (-np.pi, -MAX_SPEED), (np.pi, MAX_SPEED), (361, 321),
+                          (-2.0, -1.0, 0.0, 1.0, 2.0), periodic=True)
+    truth = -fewest(angles[:, 0], angles[:, 1])
+    save(a.out, obs, nxt, rew, term, tout, truth)
     print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, "
           f"fewest steps to upright {np.median(-truth):.0f} (median), {np.max(-truth):.0f} (most)")
 
