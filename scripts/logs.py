@@ -1,6 +1,22 @@
 """What the scripts that record data share: writing a dataset with its truth, and the fewest
 steps to a goal over a grid of two state values, by value iteration."""
+import argparse
+
 import numpy as np
+
+
+def arguments(doc, random_help):
+    """The command line of a script that drives a body with a noisy controller:
+    `--steps`, `--random` (the share of random actions), `--seed`, `--out`."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--steps", type=int, default=100000)
+    p.add_argument("--random", type=float, default=0.3, help=random_help)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    if not 0.0 <= a.random <= 1.0:
+        p.error(f"--random {a.random}: a share of the steps, 0 to 1")
+    return a
 
 
 def save(out, obs, nxt, rew, term, tout, truth):

@@ -24,10 +24,8 @@ states by it.
 
 docs/trust.md ("A car in a valley") has the figures this data gave.
 """
-import argparse
-
 import numpy as np
-from logs import fewest_steps, save
+from logs import arguments, fewest_steps, save
 
 LOW = np.array([-1.2, -0.07])
 HIGH = np.array([0.6, 0.07])
@@ -84,15 +82,7 @@ def generate(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=100000)
-    p.add_argument("--random", type=float, default=0.3, help="share of random pushes")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True)
-    a = p.parse_args()
-    if not 0.0 <= a.random <= 1.0:
-        p.error(f"--random {a.random}: a share of the steps, 0 to 1")
-    generate(a)
+    generate(arguments(__doc__, "share of random pushes"))
 
 
 if __name__ == "__main__":

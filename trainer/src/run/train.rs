@@ -720,7 +720,6 @@ impl Deep<'_> {
         let max_return = qlearn::return_bounds(data, cfg.dqn.gamma).1 as f64;
         let returns = trust::data_returns(data, cfg.dqn.gamma);
         let shown_near_max = near_max_shown(&returns, traced, cfg.dqn.gamma, max_return);
-        let baseline = traced.baseline;
         let judge = |values: &[f32],
                      pair: Option<(&[f32], &[f32])>,
                      judged: &[usize],
@@ -749,7 +748,7 @@ impl Deep<'_> {
         let mut fit = |v: &[f32]| -> Result<(QNetwork, ValueModel, f64)> {
             let t = Instant::now();
             let mut target = v.to_vec();
-            bounded = fit_within_bound(&mut target, traced, cfg, (max_return, baseline));
+            bounded = fit_within_bound(&mut target, traced, cfg, max_return);
             let (fitted, err) = fit_v(&nets[0], data, &target, cfg, device)?;
             let model = ValueModel::from_qnetwork(&fitted, cfg.dqn.gamma, info.clone())?;
             let secs = t.elapsed().as_secs_f64();
@@ -1316,7 +1315,7 @@ fn one_step_advice(data: &Dataset, cfg: &TrainConfig) -> String {
 }
 
 /// Lowers each state's V in `target` to the bound of that state (the value of the fewest
-/// steps to a reward through the data: [`qlearn::path_bound`]) before V is fitted for
+/// steps to a reward through the data: [`trust::Traced::bound`]) before V is fitted for
 /// export, where the run bounds its bootstraps so (`fit_bound`, `path_bound`, trajectory
 /// targets) and the data shows ways. Every target Q-learning fitted keeps within the
 /// bound, yet a network's V can pass it, by its smoothness across a wall: the fit takes
@@ -1325,13 +1324,12 @@ fn fit_within_bound(
     target: &mut [f32],
     traced: &trust::Traced,
     cfg: &TrainConfig,
-    (max_return, baseline): (f64, f32),
+    max_return: f64,
 ) -> Option<usize> {
     if !(cfg.fit_bound && cfg.path_bound && cfg.dqn.lambda > 0.0) {
         return None;
     }
-    let steps = traced.paths.as_ref()?;
-    let bound = qlearn::path_bound(&steps.state, cfg.dqn.gamma, max_return as f32, baseline);
+    let bound = traced.bound(cfg.dqn.gamma, max_return)?;
     let lowered = target
         .iter_mut()
         .zip(bound)
@@ -1352,10 +1350,7 @@ fn fit_within_bound(
 /// [`trust::shown_near_max`] of the data's own returns and the value of its ways'
 /// fewest steps.
 fn near_max_shown(returns: &[f64], traced: &trust::Traced, gamma: f64, max_return: f64) -> f64 {
-    let ways = traced
-        .paths
-        .as_ref()
-        .map(|s| qlearn::path_bound(&s.state, gamma, max_return as f32, traced.baseline));
+    let ways = traced.bound(gamma, max_return);
     trust::shown_near_max(returns, ways.as_deref(), max_return)
 }
 
@@ -2013,7 +2008,7 @@ mod tests {
         let traced = trust::Traced::of(&d, &cfg);
         let learned = [0.9f32, 0.2, 0.6, 1.0];
         let mut v = learned;
-        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, (1.0, 0.0)), Some(2));
+        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, 1.0), Some(2));
         // gamma^3 and gamma^1 are below what was learned there; the rest keeps its V.
         let near = |a: f32, b: f32| (a - b).abs() < 1e-6;
         assert!(
@@ -2038,7 +2033,7 @@ mod tests {
             },
         ] {
             let mut v = learned;
-            assert_eq!(fit_within_bound(&mut v, &traced, &off, (1.0, 0.0)), None);
+            assert_eq!(fit_within_bound(&mut v, &traced, &off, 1.0), None);
             assert_eq!(v, learned);
         }
         // No rewarded trajectory: no ways, no bound.
@@ -2048,7 +2043,7 @@ mod tests {
         };
         let traced = trust::Traced::of(&unrewarded, &cfg);
         let mut v = learned;
-        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, (1.0, 0.0)), None);
+        assert_eq!(fit_within_bound(&mut v, &traced, &cfg, 1.0), None);
         assert_eq!(v, learned);
     }
 

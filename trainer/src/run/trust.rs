@@ -587,6 +587,21 @@ impl Traced {
     }
 }
 
+impl Traced {
+    /// The most each row's state can be worth by the fewest steps of its way to a reward
+    /// ([`crate::stages::qlearn::path_bound`] of [`Traced::paths`] at `gamma`, with the
+    /// data's cost per step); `None` where the data shows no ways.
+    pub fn bound(&self, gamma: f64, max_return: f64) -> Option<Vec<f32>> {
+        let steps = self.paths.as_ref()?;
+        Some(crate::stages::qlearn::path_bound(
+            &steps.state,
+            gamma,
+            max_return as f32,
+            self.baseline,
+        ))
+    }
+}
+
 /// Evenly spaced traced rows as queries, and as many as [`NEAR_WORK`] allows as
 /// candidates, standardised by the candidates' spread (Euclidean distance then weighs
 /// every state dimension alike). `None` for images (no distance between frames means
