@@ -11,7 +11,7 @@ cells), saved beside the data as `<out>_truth.npy`.
 
     python3 -m pip install numpy mujoco gymnasium-robotics
     python3 scripts/pointmaze.py gen --out large.npz [--env PointMaze_Large-v3 --goal 7,9]
-        [--steps 200000 --seed 0 --noise 0.1 --heavy --nonterminal]
+        [--steps 200000 --seed 0 --noise 0.1 --heavy --nonterminal --hz 100 --drop 0]
     laq train --data large.npz --out run
     laq predict --model run/value.safetensors --data large.npz --out v.csv
     python3 scripts/pointmaze.py score large_truth.npy v.csv
@@ -19,7 +19,12 @@ cells), saved beside the data as `<out>_truth.npy`.
 `score` takes any truth array with one value per row (`laq gen nav-branching --truth`
 writes V* so).
 
-`--heavy` doubles the joints' damping and halves the actuators' gear. docs/trust.md has
+`--heavy` doubles the joints' damping and halves the actuators' gear. `--hz H` logs H
+rows a second instead of the physics' own 100 (a robot's logs at 400 Hz, or thinned to
+25 Hz): the same motion in more or fewer rows, episodes of 10 s, the action noise scaled
+to shake the ball as much per second. `--drop P` loses each logged state with chance P,
+as a robot's logs lose messages: the row before it then spans two or more steps (the
+controller acts on at every step; a rewarded state is always logged). docs/trust.md has
 the figures this data gave.
 
 `minari` records goal-reaching episodes with Minari's own `DataCollector`, as Minari's
@@ -67,6 +72,16 @@ def generate(a):
         model = env.point_env.model
         model.dof_damping[:] *= 2
         model.actuator_gear[:] *= 0.5
+    # The environment steps its physics at 100 Hz; a log at another rate holds the same
+    # motion in more (or fewer) rows: a higher rate shortens the physics step, a lower
+    # one takes several physics steps a row. Episodes last the same 10 s, and the action
+    # noise, drawn anew each row, is scaled to shake the ball as much per second.
+    if a.hz > 100:
+        env.point_env.model.opt.timestep = 1.0 / a.hz
+    elif a.hz < 100:
+        env.point_env.frame_skip = max(1, round(100 / a.hz))
+    length = round(10 * a.hz)
+    noise = a.noise * np.sqrt(a.hz / 100)
     cells, routes = cell_routes(grid)
     gi, gj = map(int, a.goal.split(","))
     if grid[gi, gj] != 0:
@@ -82,20 +97,31 @@ def generate(a):
         )
         s = o["observation"].copy()
         goal = cells[rng.integers(len(cells))]
-        for t in range(1000):
+
+        def step(s):
+            """The controller's action at `s`, one physics step: the state it leads to and
+            whether that reaches the target."""
+            here = tuple(int(v) for v in maze.cell_xy_to_rowcol(s[:2]))
+            way = maze.cell_rowcol_to_xy(np.array(routes[goal].get(here, goal)))
+            act = np.clip(10 * (way - s[:2]) - s[2:], -1, 1) + rng.normal(0, noise, 2)
+            o, *_ = env.step(np.clip(act, -1, 1))
+            s2 = o["observation"].copy()
+            return s2, bool(np.linalg.norm(s2[:2] - target) <= 0.45)
+
+        for t in range(length):
             here = tuple(int(v) for v in maze.cell_xy_to_rowcol(s[:2]))
             if here == goal:
                 goal = cells[rng.integers(len(cells))]
-            way = maze.cell_rowcol_to_xy(np.array(routes[goal].get(here, goal)))
-            act = np.clip(10 * (way - s[:2]) - s[2:], -1, 1) + rng.normal(0, a.noise, 2)
-            o, *_ = env.step(np.clip(act, -1, 1))
-            s2 = o["observation"].copy()
-            hit = bool(np.linalg.norm(s2[:2] - target) <= 0.45)
+            s2, hit = step(s)
+            # A lost message: the controller goes on acting, the log holds the state only
+            # some steps later (a reward is never lost).
+            while a.drop and not hit and rng.random() < a.drop:
+                s2, hit = step(s2)
             obs.append(s)
             nxt.append(s2)
             rew.append(1.0 if hit else 0.0)
             term.append(hit and not a.nonterminal)
-            tout.append(t == 999 and not term[-1])
+            tout.append(t == length - 1 and not term[-1])
             s = s2
             if len(rew) >= a.steps:
                 tout[-1] = not term[-1]
@@ -366,6 +392,12 @@ def main():
     g.add_argument("--noise", type=float, default=0.1, help="std of the action noise")
     g.add_argument("--heavy", action="store_true")
     g.add_argument("--nonterminal", action="store_true")
+    g.add_argument(
+        "--drop", type=float, default=0.0, help="the chance that a row's message is lost"
+    )
+    g.add_argument(
+        "--hz", type=float, default=100, help="rows a second (the physics steps at 100 Hz)"
+    )
     g.add_argument("--out", required=True)
     s = sub.add_parser("score", help="Spearman of `laq predict`'s values against the truth")
     s.add_argument("truth")
