@@ -79,6 +79,56 @@ pub struct Steps {
     /// Whether the ways jump between states that lie near one another (states that never
     /// recur), rather than only meet where states recur.
     pub joined: bool,
+    /// Of the rows whose state has a way and is not itself rewarded, the share whose way
+    /// ends at another reward than the one the row's own trajectory reaches next
+    /// ([`Dataset::continues`]): how far the ways stitch the data's trajectories (or the
+    /// passes of one long log) together. Where each episode has its own goal (a context
+    /// no jump crosses), each way is its own trajectory's, nearly 0.
+    pub stitched: f64,
+}
+
+/// The least share of the ways that end at another reward than their own trajectory's
+/// next ([`Steps::stitched`]) for the ways to bound V ([`Steps::stitch`]). A bound says
+/// that no controller reaches a reward faster than the data's fastest way; that holds
+/// where the ways are stitched from many trajectories (a maze with one goal: 0.43-1.00 of
+/// them end elsewhere than their own trajectory's next reward). Where each episode has
+/// its own goal, a context no jump crosses, each way is its own trajectory's
+/// (0.00-0.014): a controller's own path then bounds V by what that controller did, and
+/// held V far from the truth where the controller was poor (docs/trust.md, "Ways that
+/// stitch the trajectories").
+pub const MIN_STITCHED: f64 = 0.1;
+
+impl Steps {
+    /// Whether these ways stitch the data's trajectories enough to bound V
+    /// ([`MIN_STITCHED`]).
+    ///
+    /// ```
+    /// use laq::data::{paths, Dataset};
+    /// // Two walks down a line, in steps of 1 and of 0.5: the first reaches the reward at
+    /// // 0, the second stops at 4.8; its way jumps to the first's states beside it and
+    /// // ends at the first's reward.
+    /// let walk = |from: f32, step: f32| -> Vec<f32> {
+    ///     (0..10).map(|k| from - step * k as f32).collect()
+    /// };
+    /// let (first, second) = (walk(9.0, 1.0), walk(9.3, 0.5));
+    /// let next = [walk(8.0, 1.0), walk(8.8, 0.5)].concat();
+    /// let d = Dataset {
+    ///     obs_shape: vec![1],
+    ///     observations: [first, second].concat().into(),
+    ///     next_observations: next.into(),
+    ///     rewards: (0..20).map(|i| f32::from(u8::from(i == 9))).collect(),
+    ///     terminals: (0..20).map(|i| i == 9).collect(),
+    ///     timeouts: Some((0..20).map(|i| i == 19).collect()),
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// let ways = paths::fewest_steps(&d, Some(paths::PACE), false).unwrap();
+    /// // 10 of the 19 rows with a way (the rewarded one aside) are the second walk's.
+    /// assert!((ways.stitched - 10.0 / 19.0).abs() < 1e-9 && ways.stitch());
+    /// ```
+    pub fn stitch(&self) -> bool {
+        self.stitched >= MIN_STITCHED
+    }
 }
 
 /// Values a frame is projected onto to find the frames near it ([`fewest_steps`] with `near_frames`):
@@ -352,11 +402,14 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
     }
     // Dijkstra from the rewarded states backwards along the edges; steps are
     // non-negative, and the bits of non-negative floats order like the floats.
+    // `end[s]`: the rewarded row where state `s`'s way ends.
     let mut dist = vec![f64::INFINITY; m];
+    let mut end = vec![0usize; m];
     let mut heap = BinaryHeap::new();
     for i in 0..n {
         if data.rewards[i] > baseline && dist[at[i]] > 0.0 {
             dist[at[i]] = 0.0;
+            end[at[i]] = i;
             heap.push(Reverse((0f64.to_bits(), at[i])));
         }
     }
@@ -369,9 +422,16 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
             let t = s + cost as f64;
             if t < dist[from as usize] {
                 dist[from as usize] = t;
+                end[from as usize] = end[node];
                 heap.push(Reverse((t.to_bits(), from as usize)));
             }
         }
+    }
+    let own = next_rewards(data, baseline);
+    let (mut ways, mut across) = (0usize, 0usize);
+    for i in (0..n).filter(|&i| dist[at[i]].is_finite() && dist[at[i]] > 0.0) {
+        ways += 1;
+        across += usize::from(own[i] != Some(end[at[i]]));
     }
     let state: Vec<f64> = at.iter().map(|&a| dist[a]).collect();
     let mut finite = state.iter().filter(|s| s.is_finite());
@@ -383,7 +443,23 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
             .collect(),
         state,
         joined: !recur,
+        stitched: across as f64 / ways.max(1) as f64,
     })
+}
+
+/// The rewarded row (a reward above `baseline`) each row's own trajectory reaches first
+/// from it, the row itself where rewarded: a trajectory goes on while a row continues the
+/// one before ([`Dataset::continues`]).
+fn next_rewards(data: &Dataset, baseline: f32) -> Vec<Option<usize>> {
+    let mut next = vec![None; data.len()];
+    for i in (0..data.len()).rev() {
+        next[i] = match data.rewards[i] > baseline {
+            true => Some(i),
+            false if data.continues(i) => next[i + 1],
+            false => None,
+        };
+    }
+    next
 }
 
 /// Edges from every state to its nearest states within [`REACH`] median steps, each
@@ -557,6 +633,54 @@ mod tests {
         let up = steps[right_bottom] - steps[right_top];
         assert!(up > 25.0, "{up}");
         assert!(steps.iter().all(|s| s.is_finite()));
+    }
+
+    #[test]
+    fn ways_within_each_episode_bound_nothing() {
+        // Twenty walks down a line towards a reward at its end; the odd ones stop halfway.
+        // With one goal the halfway walks' ways run on along the others to their rewards;
+        // with a goal of its own in each episode (a context no jump crosses) every way is
+        // its own walk's, and the halfway walks have none.
+        for own_goals in [false, true] {
+            let (mut obs, mut next, mut rew, mut ends) = (vec![], vec![], vec![], vec![]);
+            for k in 0..20 {
+                let goal = if own_goals { k as f32 } else { 0.0 };
+                let len = if k % 2 == 0 { 100 } else { 50 };
+                let x = |s: usize| 10.0 - 0.1 * s as f32 + 0.003 * k as f32;
+                for s in 0..len {
+                    obs.push([x(s), goal]);
+                    next.push([x(s + 1), goal]);
+                    rew.push(if s == 99 { 1.0 } else { 0.0 });
+                    ends.push(s + 1 == len);
+                }
+            }
+            let mut data = dataset(obs, next, rew);
+            data.timeouts = Some(ends);
+            let ways = fewest_steps(&data, Some(PACE), false).unwrap();
+            if own_goals {
+                assert_eq!(ways.stitched, 0.0);
+                assert!(!ways.stitch());
+            } else {
+                assert!(ways.stitched >= 0.25 && ways.stitch(), "{}", ways.stitched);
+            }
+        }
+        // One log that never ends: down the line to the reward, which does not end it,
+        // back up, and halfway down again. The second pass's ways end at the first
+        // pass's reward, of the same trajectory but not the one it reaches next (none).
+        let xs: Vec<f32> = (0..100)
+            .map(|s| 10.0 - 0.1 * s as f32)
+            .chain((0..100).map(|s| 0.1 * s as f32 + 0.003))
+            .chain((0..50).map(|s| 10.0 - 0.1 * s as f32 + 0.006))
+            .collect();
+        let n = xs.len();
+        let obs: Vec<[f32; 2]> = xs.iter().map(|&x| [x, 0.0]).collect();
+        let mut next: Vec<[f32; 2]> = obs[1..].to_vec();
+        next.push([xs[n - 1] - 0.1, 0.0]);
+        let rew: Vec<f32> = (0..n).map(|i| f32::from(u8::from(i == 99))).collect();
+        let mut data = dataset(obs, next, rew);
+        data.terminals = vec![false; n];
+        let ways = fewest_steps(&data, Some(PACE), false).unwrap();
+        assert!(ways.stitched >= 0.25 && ways.stitch(), "{}", ways.stitched);
     }
 
     /// Episodes whose goal is part of the state (a dimension no transition within an

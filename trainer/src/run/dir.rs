@@ -53,6 +53,7 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
         timings_s: tr.timings.iter().cloned().collect(),
         export_max_abs_error: tr.distill_max_abs_error,
         fit_bounded: tr.fit_bounded,
+        ways_stitched: tr.ways_stitched.map(|x| (x * 1000.0).round() / 1000.0),
         global_purity,
         purity: state_purity,
         model: ModelSummary::of(&tr.model),

@@ -175,6 +175,11 @@ pub struct RunMetrics {
     /// where the bound applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit_bounded: Option<usize>,
+    /// Where the settings bound V by the data's ways and the ways do not stitch the data's
+    /// trajectories (each episode with its own goal), so none bound it: the share of the
+    /// ways that end at another reward than their own trajectory's next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ways_stitched: Option<f64>,
     /// Purity of the labels against discrete ground-truth actions, ignoring the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_purity: Option<f64>,
@@ -494,6 +499,15 @@ impl fmt::Display for RunMetrics {
                 self.transitions - self.contexts.as_ref().map_or(0, |c| c.rows)
             )?,
             None => {}
+        }
+        if let Some(x) = self.ways_stitched {
+            writeln!(
+                f,
+                "  bound              none: {:.0}% of the data's ways end at another reward than \
+                 their own trajectory's next, so each is its own trajectory's (each episode with \
+                 its own goal) and bounds only what its controller did",
+                100.0 * x
+            )?;
         }
         if let Some(c) = self.q_checkpoints.iter().find(|c| c.chosen) {
             writeln!(

@@ -31,6 +31,10 @@ pub struct Trained {
     /// States whose V the export fit took at the bound instead (`fit_bound`), where it
     /// was applied.
     pub fit_bounded: Option<usize>,
+    /// Where the settings bound V by the data's ways and the ways do not stitch its
+    /// trajectories, so none bound it: the share of the ways that end at another reward
+    /// than their own trajectory's next.
+    pub ways_stitched: Option<f64>,
     pub q_loss: Vec<f32>,
     /// Transitions Q-learning used (fewer than the data with `top_actions`).
     pub q_transitions: usize,
@@ -301,6 +305,7 @@ fn train_seed(
                 qnet: None,
                 distill_max_abs_error: Some(err),
                 fit_bounded: None,
+                ways_stitched: None,
                 q_loss: net.loss_curve,
                 q_transitions,
                 timings,
@@ -413,6 +418,7 @@ fn train_seed(
                 qnet: Some(learned.qnet),
                 distill_max_abs_error: learned.err,
                 fit_bounded: learned.bounded,
+                ways_stitched: learned.unstitched,
                 q_transitions,
                 timings,
                 trust: run.trust,
@@ -646,6 +652,9 @@ struct Learned {
     qnet: QNetwork,
     err: Option<f64>,
     bounded: Option<usize>,
+    /// Where the settings bound V by the data's ways and the ways do not stitch its
+    /// trajectories ([`paths::Steps::stitch`]): the share that do.
+    unstitched: Option<f64>,
     q_loss: Vec<f32>,
     timings: Vec<(String, f64)>,
     trust: Trust,
@@ -680,11 +689,10 @@ impl Deep<'_> {
         let probe = probe_states(qdata);
         let bound = match (subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
             (_, false) => None,
-            (None, true) => traced
-                .paths
-                .as_ref()
-                .map(|s| bootstrap_bound(qdata, s, cfg)),
-            (Some(d), true) => cfg.ways(d).map(|s| bootstrap_bound(qdata, &s, cfg)),
+            (None, true) => stitched(traced.paths.as_ref()).map(|s| bootstrap_bound(qdata, s, cfg)),
+            (Some(d), true) => {
+                stitched(cfg.ways(d).as_ref()).map(|s| bootstrap_bound(qdata, s, cfg))
+            }
         };
         timings.push(("bound of the bootstraps".into(), t.elapsed().as_secs_f64()));
         let t = Instant::now();
@@ -884,12 +892,16 @@ impl Deep<'_> {
             .into_iter()
             .nth(judged.first().copied().unwrap_or(0))
             .context("no Q-function was trained")?;
+        let unstitched = (traced.paths.as_ref())
+            .filter(|s| cfg.path_bound && cfg.dqn.lambda > 0.0 && !s.stitch())
+            .map(|s| s.stitched);
         Ok(Learned {
             model,
             q_loss: exported.loss_curve.clone(),
             qnet: fitted_mean.unwrap_or(exported),
             err,
             bounded,
+            unstitched,
             timings,
             trust,
             candidates,
@@ -919,7 +931,7 @@ impl Deep<'_> {
             let part = self.qdata.select(rows);
             let labels: Vec<u32> = rows.iter().map(|&i| self.qlabels[i]).collect();
             let bound = match cfg.path_bound && cfg.dqn.lambda > 0.0 {
-                true => cfg.ways(&part).map(|s| bootstrap_bound(&part, &s, cfg)),
+                true => stitched(cfg.ways(&part).as_ref()).map(|s| bootstrap_bound(&part, s, cfg)),
                 false => None,
             };
             let inputs = DqnInputs {
@@ -1074,6 +1086,24 @@ fn probe_states(data: &Dataset) -> Vec<f32> {
         .step_by((data.len() / PROBE_STATES).max(1))
         .flat_map(|i| data.obs_row(i).into_owned())
         .collect()
+}
+
+/// The ways through the data that may bound V: those that stitch its trajectories
+/// ([`paths::Steps::stitch`]); where each way is its own trajectory's (each episode with
+/// its own goal), they bound only what that trajectory's controller did, and none do.
+fn stitched(ways: Option<&paths::Steps>) -> Option<&paths::Steps> {
+    let ways = ways?;
+    if !ways.stitch() {
+        log::info!(
+            "no bound from the ways through the data: {:.0}% of them end at another reward \
+             than their own trajectory's next (below {:.0}%), so each is its own \
+             trajectory's, and the best controller may be faster",
+            100.0 * ways.stitched,
+            100.0 * paths::MIN_STITCHED
+        );
+        return None;
+    }
+    Some(ways)
 }
 
 /// The most each bootstrap of deep Q-learning on `qdata` may be, from its ways through
@@ -1329,6 +1359,8 @@ fn fit_within_bound(
     if !(cfg.fit_bound && cfg.path_bound && cfg.dqn.lambda > 0.0) {
         return None;
     }
+    // Ways that do not stitch were said to bound nothing where the bootstraps were.
+    traced.paths.as_ref().filter(|s| s.stitch())?;
     let bound = traced.bound(cfg.dqn.gamma, max_return)?;
     let lowered = target
         .iter_mut()
@@ -1998,23 +2030,47 @@ mod tests {
         }
     }
 
+    /// [`line_of_four`] and a second walk beside its first two states that stops short
+    /// of the reward: its ways run on along the first walk, so the ways stitch the two.
+    fn two_walks() -> Dataset {
+        Dataset {
+            obs_shape: vec![1],
+            observations: vec![0.0, 1.0, 2.0, 3.0, 0.1, 1.1].into(),
+            next_observations: vec![1.0, 2.0, 3.0, 4.0, 1.1, 2.1].into(),
+            rewards: vec![0.0, 0.0, 0.0, 1.0, 0.0, 0.0],
+            terminals: vec![false, false, false, true, false, false],
+            timeouts: Some(vec![false, false, false, false, false, true]),
+            next_missing: None,
+            actions: None,
+        }
+    }
+
     /// V fitted for export is lowered to the bound of each state where it passes it, and
-    /// only where the run bounds its bootstraps and the data shows ways.
+    /// only where the run bounds its bootstraps and the data shows ways that stitch its
+    /// trajectories.
     #[test]
     fn fitted_v_keeps_within_the_bound_of_the_ways() {
-        let d = line_of_four();
+        let d = two_walks();
         let mut cfg = TrainConfig::continuous();
         cfg.dqn.gamma = 0.5;
         let traced = trust::Traced::of(&d, &cfg);
-        let learned = [0.9f32, 0.2, 0.6, 1.0];
+        assert!(traced.paths.as_ref().is_some_and(|w| w.stitch()));
+        let learned = [0.9f32, 0.2, 0.6, 1.0, 0.0, 0.0];
         let mut v = learned;
         assert_eq!(fit_within_bound(&mut v, &traced, &cfg, 1.0), Some(2));
         // gamma^3 and gamma^1 are below what was learned there; the rest keeps its V.
         let near = |a: f32, b: f32| (a - b).abs() < 1e-6;
         assert!(
-            near(v[0], 0.125) && v[1] == 0.2 && near(v[2], 0.5) && v[3] == 1.0,
+            near(v[0], 0.125) && v[1] == 0.2 && near(v[2], 0.5) && v[3..] == learned[3..],
             "{v:?}"
         );
+        // One walk alone: each way is its own, the walk's own path, which bounds only
+        // what its controller did.
+        let one = trust::Traced::of(&line_of_four(), &cfg);
+        assert!(one.paths.as_ref().is_some_and(|w| !w.stitch()));
+        let mut v = [0.9f32, 0.2, 0.6, 1.0];
+        assert_eq!(fit_within_bound(&mut v, &one, &cfg, 1.0), None);
+        assert_eq!(v, [0.9f32, 0.2, 0.6, 1.0]);
         for off in [
             TrainConfig {
                 fit_bound: false,
@@ -2038,7 +2094,7 @@ mod tests {
         }
         // No rewarded trajectory: no ways, no bound.
         let unrewarded = Dataset {
-            rewards: vec![0.0; 4],
+            rewards: vec![0.0; 6],
             ..d
         };
         let traced = trust::Traced::of(&unrewarded, &cfg);
