@@ -32,7 +32,7 @@ docs/trust.md ("A robot arm") has the figures this data gave.
 import argparse
 
 import numpy as np
-from logs import save
+from logs import Rows
 
 # How far behind the block (from the goal) the gripper starts a push, and how far past
 # the block's centre it aims while pushing: the block is 5 cm wide.
@@ -86,9 +86,9 @@ def generate(a):
     rng = np.random.default_rng(a.seed)
     name = {"reach": "FetchReach-v4", "push": "FetchPush-v4"}[a.task]
     env = gym.make(name).unwrapped
-    obs, nxt, rew, term, tout, truth = [], [], [], [], [], []
+    rows, truth = Rows(a.steps), []
     episodes = 0
-    while len(rew) < a.steps:
+    while not rows.full():
         o, _ = env.reset(seed=int(rng.integers(1 << 30)))
         episodes += 1
         goal = o["desired_goal"].copy()
@@ -111,18 +111,14 @@ def generate(a):
             o, _, _, _, info = env.step(np.clip(act, -1, 1))
             s2 = o["observation"].copy()
             hit = bool(info["is_success"])
-            obs.append(np.concatenate([s, goal]))
-            nxt.append(np.concatenate([s2, goal]))
             truth.append(truth_of(a.task, s, goal))
-            rew.append(1.0 if hit else 0.0)
-            term.append(hit)
-            tout.append(t == a.horizon - 1 and not hit)
-            s = s2
-            if hit or len(rew) >= a.steps:
-                tout[-1] = not hit
+            if rows.add(np.concatenate([s, goal]), np.concatenate([s2, goal]), hit,
+                        t == a.horizon - 1):
                 break
-    save(a.out, obs, nxt, rew, term, tout, truth)
-    print(f"{a.out}: {len(rew)} transitions, {episodes} episodes, {int(sum(rew))} rewarded")
+            s = s2
+    rows.save(a.out, truth)
+    print(f"{a.out}: {len(rows.rew)} transitions, {episodes} episodes, "
+          f"{int(sum(rows.rew))} rewarded")
 
 
 def main():

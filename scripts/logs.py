@@ -1,5 +1,6 @@
-"""What the scripts that record data share: writing a dataset with its truth, and the fewest
-steps to a goal over a grid of two state values, by value iteration."""
+"""What the scripts that record data share: the rows of goal-reaching episodes, writing a
+dataset with its truth, and the fewest steps to a goal over a grid of two state values,
+by value iteration."""
 import argparse
 
 import numpy as np
@@ -17,6 +18,32 @@ def arguments(doc, random_help):
     if not 0.0 <= a.random <= 1.0:
         p.error(f"--random {a.random}: a share of the steps, 0 to 1")
     return a
+
+
+class Rows:
+    """The transitions a script records from a body reaching a goal, episode after episode,
+    until it has `steps` of them: a step that reaches the goal is rewarded and terminal, an
+    episode's last step that does not (or the last step recorded) is a timeout."""
+
+    def __init__(self, steps):
+        self.steps = steps
+        self.obs, self.nxt, self.rew, self.term, self.tout = [], [], [], [], []
+
+    def full(self):
+        return len(self.rew) >= self.steps
+
+    def add(self, s, s2, hit, last):
+        """Records the step from `s` to `s2` (`hit`: it reaches the goal; `last`: the
+        episode's last step); returns whether the episode ends with it."""
+        self.obs.append(s)
+        self.nxt.append(s2)
+        self.rew.append(1.0 if hit else 0.0)
+        self.term.append(hit)
+        self.tout.append(not hit and (last or self.full()))
+        return hit or last or self.full()
+
+    def save(self, out, truth):
+        save(out, self.obs, self.nxt, self.rew, self.term, self.tout, truth)
 
 
 def save(out, obs, nxt, rew, term, tout, truth):

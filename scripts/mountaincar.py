@@ -25,7 +25,7 @@ states by it.
 docs/trust.md ("A car in a valley") has the figures this data gave.
 """
 import numpy as np
-from logs import arguments, fewest_steps, save
+from logs import Rows, arguments, fewest_steps
 
 LOW = np.array([-1.2, -0.07])
 HIGH = np.array([0.6, 0.07])
@@ -52,8 +52,8 @@ def generate(a):
     env = gym.make("MountainCar-v0").unwrapped
     env.reset(seed=a.seed)
     rng = np.random.default_rng(a.seed)
-    obs, nxt, rew, term, tout = [], [], [], [], []
-    while len(rew) < a.steps:
+    rows = Rows(a.steps)
+    while not rows.full():
         if rng.random() < 0.5:
             env.state = np.array([rng.uniform(-0.6, -0.4), 0.0])
         else:
@@ -64,20 +64,14 @@ def generate(a):
             if rng.random() < a.random:
                 push = int(rng.integers(-1, 2))
             s2, _, hit, _, _ = env.step(push + 1)
-            obs.append(s)
-            nxt.append(s2)
-            rew.append(1.0 if hit else 0.0)
-            term.append(hit)
-            tout.append(t == 499 and not hit)
-            s = s2
-            if hit or len(rew) >= a.steps:
-                tout[-1] = not hit
+            if rows.add(s, s2, hit, t == 499):
                 break
-    obs = np.array(obs, np.float32)
+            s = s2
+    obs = np.array(rows.obs, np.float32)
     fewest = fewest_steps(step, at_flag, LOW, HIGH, (451, 451), (-1, 0, 1))
     truth = -fewest(obs[:, 0].astype(np.float64), obs[:, 1].astype(np.float64))
-    save(a.out, obs, nxt, rew, term, tout, truth)
-    print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, "
+    rows.save(a.out, truth)
+    print(f"{a.out}: {len(rows.rew)} transitions, {int(sum(rows.rew))} rewarded, "
           f"fewest steps to the flag {np.median(-truth):.0f} (median), {np.max(-truth):.0f} (most)")
 
 

@@ -25,7 +25,7 @@ should rank the states by it.
 docs/trust.md ("A car in a valley") has the figures this data gave.
 """
 import numpy as np
-from logs import arguments, fewest_steps, save
+from logs import Rows, arguments, fewest_steps
 
 MAX_SPEED, MAX_TORQUE, DT, G = 8.0, 2.0, 0.05, 10.0
 UP_ANGLE, UP_SPEED = 0.2, 1.0
@@ -52,8 +52,8 @@ def generate(a):
     env = gym.make("Pendulum-v1").unwrapped
     env.reset(seed=a.seed)
     rng = np.random.default_rng(a.seed)
-    obs, nxt, rew, term, tout, angles = [], [], [], [], [], []
-    while len(rew) < a.steps:
+    rows, angles = Rows(a.steps), []
+    while not rows.full():
         if rng.random() < 0.5:
             env.state = np.array([np.pi + rng.uniform(-0.3, 0.3), rng.uniform(-0.5, 0.5)])
         else:
@@ -76,20 +76,14 @@ def generate(a):
             o2, _, _, _, _ = env.step(np.array([u], np.float32))
             hit = bool(upright(*env.state))
             angles.append((th, thdot))
-            obs.append(o)
-            nxt.append(o2.astype(np.float32))
-            rew.append(1.0 if hit else 0.0)
-            term.append(hit)
-            tout.append(t == 299 and not hit)
-            if hit or len(rew) >= a.steps:
-                tout[-1] = not hit
+            if rows.add(o, o2.astype(np.float32), hit, t == 299):
                 break
     angles = np.array(angles)
     fewest = fewest_steps(step, upright, (-np.pi, -MAX_SPEED), (np.pi, MAX_SPEED), (361, 321),
                           (-2.0, -1.0, 0.0, 1.0, 2.0), periodic=True)
     truth = -fewest(angles[:, 0], angles[:, 1])
-    save(a.out, obs, nxt, rew, term, tout, truth)
-    print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, "
+    rows.save(a.out, truth)
+    print(f"{a.out}: {len(rows.rew)} transitions, {int(sum(rows.rew))} rewarded, "
           f"fewest steps to upright {np.median(-truth):.0f} (median), {np.max(-truth):.0f} (most)")
 
 

@@ -31,7 +31,7 @@ docs/trust.md ("A robot arm") has the figures this data gave.
 import argparse
 
 import numpy as np
-from logs import save
+from logs import Rows
 
 LINKS = (0.1, 0.11)
 REACHED = 0.02
@@ -98,8 +98,8 @@ def main():
         # cos q0, cos q1, sin q0, sin q1, target x, y, velocities, fingertip - target.
         return o if a.cartesian else o[:8]
 
-    obs, nxt, rew, term, tout, truth, tip_truth = [], [], [], [], [], [], []
-    while len(rew) < a.steps:
+    rows, truth, tip_truth = Rows(a.steps), [], []
+    while not rows.full():
         env.reset(seed=int(rng.integers(1 << 30)))
         goal = env.goal.copy()
         if np.linalg.norm(goal) < 0.03:
@@ -122,21 +122,15 @@ def main():
             env.do_simulation(np.clip(act, -1, 1), env.frame_skip)
             s2 = state()
             hit = bool(np.linalg.norm(tip(env.data.qpos[:2]) - goal) <= REACHED)
-            obs.append(s)
-            nxt.append(s2)
-            rew.append(1.0 if hit else 0.0)
-            term.append(hit)
-            tout.append(t == HORIZON - 1 and not hit)
             truth.append(-joints_apart(q, nearest(q, goal)))
             tip_truth.append(-float(np.linalg.norm(tip(q) - goal)))
-            if hit or len(rew) >= a.steps:
-                tout[-1] = not hit
+            if rows.add(s, s2, hit, t == HORIZON - 1):
                 break
-    save(a.out, obs, nxt, rew, term, tout, truth)
+    rows.save(a.out, truth)
     np.save(a.out.removesuffix(".npz") + "_tip_truth.npy", np.asarray(tip_truth, np.float32))
     print(
-        f"{a.out}: {len(rew)} transitions, {int(sum(term))} reached, "
-        f"{int(sum(tout))} timed out"
+        f"{a.out}: {len(rows.rew)} transitions, {int(sum(rows.term))} reached, "
+        f"{int(sum(rows.tout))} timed out"
     )
 
 
