@@ -31,12 +31,12 @@ the figures this data gave.
 D4RL PointMaze datasets are laid out: the goal is in the observation (`desired_goal`), a
 new random one each episode, and the step that reaches it ends the episode as a
 truncation (the next goes on from there, `--reset`: from a random start; `--uncut N`: not
-cut at goals, the collector's own episodes of N steps). The truth is minus the geodesic
-distance to the goal each row's observation shows.
+cut at goals, the collector's own episodes of N steps; `--hz H` as for `gen`). The truth
+is minus the geodesic distance to the goal each row's observation shows.
 
     python3 -m pip install "minari[create]"
     MINARI_DATASETS_PATH=datasets python3 scripts/pointmaze.py minari \
-        --id pointmaze/large/goals-v0 [--env PointMaze_Large-v3 --steps 200000 --seed 0]
+        --id pointmaze/large/goals-v0 [--env PointMaze_Large-v3 --steps 200000 --seed 0 --hz 100]
     laq train --data datasets/pointmaze/large/goals-v0 --out run
 
 `sensors` adds what a robot's logs hold beside the state: channels of noise, channels
@@ -72,16 +72,8 @@ def generate(a):
         model = env.point_env.model
         model.dof_damping[:] *= 2
         model.actuator_gear[:] *= 0.5
-    # The environment steps its physics at 100 Hz; a log at another rate holds the same
-    # motion in more (or fewer) rows: a higher rate shortens the physics step, a lower
-    # one takes several physics steps a row. Episodes last the same 10 s, and the action
-    # noise, drawn anew each row, is scaled to shake the ball as much per second.
-    if a.hz > 100:
-        env.point_env.model.opt.timestep = 1.0 / a.hz
-    elif a.hz < 100:
-        env.point_env.frame_skip = max(1, round(100 / a.hz))
+    noise = at_rate(env.point_env, a.hz, a.noise)
     length = round(10 * a.hz)
-    noise = a.noise * np.sqrt(a.hz / 100)
     cells, routes = cell_routes(grid)
     gi, gj = map(int, a.goal.split(","))
     if grid[gi, gj] != 0:
@@ -139,6 +131,20 @@ def generate(a):
     print(f"{a.out}: {len(rew)} transitions, {int(sum(rew))} rewarded, {int(sum(term))} terminal")
 
 
+def at_rate(point, hz, noise):
+    """Log the ball `point` (gymnasium-robotics' `PointEnv`) at `hz` rows a second, and
+    return the action noise that shakes it as much per second as `noise` does at 100.
+
+    The environment steps its physics at 100 Hz; a log at another rate holds the same
+    motion in more (or fewer) rows: a higher rate shortens the physics step, a lower one
+    takes several physics steps a row. The noise is drawn anew each row."""
+    if hz > 100:
+        point.model.opt.timestep = 1.0 / hz
+    elif hz < 100:
+        point.frame_skip = max(1, round(100 / hz))
+    return noise * np.sqrt(hz / 100)
+
+
 def cell_routes(grid):
     """For each open cell, and each goal cell, the next cell on a shortest cell path."""
     rows, cols = grid.shape
@@ -187,6 +193,7 @@ def minari_goals(a):
     warnings.filterwarnings("ignore", message="Action is not in action space")
     gym.register_envs(gymnasium_robotics)
     env = gym.make(a.env, continuing_task=True, reset_target=True, max_episode_steps=10**9)
+    noise = at_rate(env.unwrapped.point_env, a.hz, a.noise)
     maze = env.unwrapped.maze
     grid = np.array(maze.maze_map)
     _, routes = cell_routes(grid)
@@ -202,7 +209,7 @@ def minari_goals(a):
         cell = tuple(int(v) for v in maze.cell_xy_to_rowcol(goal))
         step = routes[cell].get(here, cell)
         way = goal if step == cell else maze.cell_rowcol_to_xy(np.array(step))
-        act = np.clip(10 * (way - s[:2]) - s[2:], -1, 1) + rng.normal(0, a.noise, 2)
+        act = np.clip(10 * (way - s[:2]) - s[2:], -1, 1) + rng.normal(0, noise, 2)
         obs, _, _, _, info = env.step(np.clip(act, -1, 1))
         if (a.reset and info["success"]) or (a.uncut and (t + 1) % a.uncut == 0):
             obs, _ = env.reset(seed=int(rng.integers(1 << 30)))
@@ -418,6 +425,9 @@ def main():
         type=int,
         metavar="N",
         help="do not end an episode at its goal (the goal changes within it); reset every N steps",
+    )
+    m.add_argument(
+        "--hz", type=float, default=100, help="rows a second (the physics steps at 100 Hz)"
     )
     m.add_argument("--truth", help="where the truth goes (default: the id, / as _, _truth.npy)")
     f = sub.add_parser("frames", help="draw a dataset's positions as stacked frames")
