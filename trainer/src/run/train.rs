@@ -951,8 +951,29 @@ impl Deep<'_> {
         let jobs = crate::util::parallel::jobs(device).min(2);
         let values = crate::util::parallel::map(&[0, 1], jobs, learn)?;
         let rho = crate::util::stats::spearman(&as_f64(&values[0]), &as_f64(&values[1]));
-        Ok(Some(trust::halves_agree(rho, pieces)))
+        Ok(Some(trust::halves_agree(rho, pieces, &goals(self.data))))
     }
+}
+
+/// Which of `data`'s values are set once an episode and differ between episodes
+/// ([`crate::data::contexts::dims`] that vary): a goal, a task.
+fn goals(data: &Dataset) -> Vec<usize> {
+    let contexts = crate::data::contexts::dims(data);
+    let first = data.obs_row(0);
+    (0..data.len())
+        .fold(vec![false; contexts.len()], |mut varies, i| {
+            let row = data.obs_row(i);
+            for (v, (x, y)) in varies.iter_mut().zip(row.iter().zip(first.iter())) {
+                *v |= x != y;
+            }
+            varies
+        })
+        .iter()
+        .zip(&contexts)
+        .enumerate()
+        .filter(|(_, (&v, &c))| v && c)
+        .map(|(j, _)| j)
+        .collect()
 }
 
 /// Pieces a trajectory is cut into at the least: a log of one long trajectory still
@@ -2221,6 +2242,31 @@ mod tests {
         assert_eq!(halves[1][..5], [2, 3, 4, 5, 6]);
         // Too short to halve.
         assert!(trajectory_halves(&d.select(&(0..39).collect::<Vec<_>>())).is_none());
+    }
+
+    #[test]
+    fn goals_are_values_set_once_an_episode_that_differ_between_them() {
+        // Episodes of 10 rows along value 0, each with its own goal (value 1), beside a
+        // value that never changes (value 2, as an ignored value reads).
+        let (mut obs, mut next) = (vec![], vec![]);
+        for i in 0..60 {
+            let goal = (i / 10) as f32;
+            obs.extend([(i % 10) as f32, goal, 0.0]);
+            next.extend([(i % 10 + 1) as f32, goal, 0.0]);
+        }
+        let d = Dataset {
+            obs_shape: vec![3],
+            observations: obs.into(),
+            next_observations: next.into(),
+            rewards: vec![0.0; 60],
+            terminals: (0..60).map(|i| i % 10 == 9).collect(),
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        assert_eq!(goals(&d), [1]);
+        // One goal throughout: nothing sets the halves apart.
+        assert!(goals(&d.ignoring(&[1])).is_empty());
     }
 
     #[test]

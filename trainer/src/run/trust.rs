@@ -129,13 +129,36 @@ pub fn choice_holds(failed: &[usize], chosen: usize) -> Check {
 /// the data, so the two agree less than two seeds do even where V is right: the line
 /// lies below `seed_agreement`'s (docs/trust.md, "Channels a robot logs").
 ///
+/// `contexts` are the values that are set once an episode and differ between
+/// episodes ([`crate::data::contexts::dims`]: a goal, a task). Each half then holds
+/// other goals, and its V must carry what it learned to the other half's goals: with
+/// too few episodes the halves disagree although V reads what it should, so the reason
+/// says so (docs/trust.md, "Two joints, as their encoders read them").
+///
 /// ```
 /// use laq::run::trust::halves_agree;
-/// assert!(halves_agree(0.73, 2564).pass);
-/// let c = halves_agree(0.32, 2564);
+/// assert!(halves_agree(0.73, 2564, &[]).pass);
+/// let c = halves_agree(0.32, 2564, &[]);
 /// assert!(!c.pass && c.why.contains("2564 pieces"));
+/// let goals = halves_agree(0.52, 2805, &[4, 5]);
+/// assert!(!goals.pass && goals.why.contains("values 4, 5, set once an episode"));
 /// ```
-pub fn halves_agree(rho: f64, pieces: usize) -> Check {
+pub fn halves_agree(rho: f64, pieces: usize, contexts: &[usize]) -> Check {
+    let remedy = match contexts {
+        [] => "leave out what does not bear on the task (a battery's voltage, a \
+               temperature: `--ignore-values`, `ignored_values`) and train again"
+            .to_string(),
+        [one] => goals_remedy(&format!(
+            "value {one}, set once an episode (a goal, a task)"
+        )),
+        many => goals_remedy(&format!(
+            "values {}, set once an episode (a goal, a task)",
+            many.iter()
+                .map(|j| j.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    };
     check(
         HALVES_AGREE,
         rho,
@@ -146,9 +169,18 @@ pub fn halves_agree(rho: f64, pieces: usize) -> Check {
              {pieces} pieces) ranks all the data's states alike at Spearman {rho:.2}; a V \
              that one half does not teach for the other's states ranks them by what is \
              particular to each trajectory (a clock, a channel that wanders on its own), \
-             not by the state: leave out what does not bear on the task (a battery's \
-             voltage, a temperature: `--ignore-values`, `ignored_values`) and train again"
+             not by the state: {remedy}"
         ),
+    )
+}
+
+/// What [`halves_agree`] advises where the halves hold other goals (`which`).
+fn goals_remedy(which: &str) -> String {
+    format!(
+        "here each half holds other episodes' {which}, so each half's V must carry what \
+         it learned to goals it never saw: where V reads them as it should, more episodes \
+         make the halves agree; one that does not bear on the task (a calibration) is \
+         left out with `--ignore-values`"
     )
 }
 
