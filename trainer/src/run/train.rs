@@ -956,23 +956,28 @@ impl Deep<'_> {
 }
 
 /// Which of `data`'s values are set once an episode and differ between episodes
-/// ([`crate::data::contexts::dims`] that vary): a goal, a task.
+/// ([`crate::data::contexts::dims`] that vary over the rows that change none of them):
+/// a goal, a task; not a gripper that each reset opens and the first step closes, which
+/// shows one value on every row but the carried ones.
 fn goals(data: &Dataset) -> Vec<usize> {
     let contexts = crate::data::contexts::dims(data);
-    let first = data.obs_row(0);
-    (0..data.len())
-        .fold(vec![false; contexts.len()], |mut varies, i| {
-            let row = data.obs_row(i);
-            for (v, (x, y)) in varies.iter_mut().zip(row.iter().zip(first.iter())) {
-                *v |= x != y;
-            }
-            varies
-        })
-        .iter()
-        .zip(&contexts)
-        .enumerate()
-        .filter(|(_, (&v, &c))| v && c)
-        .map(|(j, _)| j)
+    let mut carried = vec![false; data.len()];
+    for i in crate::data::contexts::carried(data, &contexts) {
+        carried[i] = true;
+    }
+    let mut rows = (0..data.len()).filter(|&i| !carried[i]);
+    let Some(first) = rows.next().map(|i| data.obs_row(i)) else {
+        return vec![];
+    };
+    let varies = rows.fold(vec![false; contexts.len()], |mut varies, i| {
+        let row = data.obs_row(i);
+        for (v, (x, y)) in varies.iter_mut().zip(row.iter().zip(first.iter())) {
+            *v |= x != y;
+        }
+        varies
+    });
+    (0..contexts.len())
+        .filter(|&j| varies[j] && contexts[j])
         .collect()
 }
 
@@ -2247,15 +2252,17 @@ mod tests {
     #[test]
     fn goals_are_values_set_once_an_episode_that_differ_between_them() {
         // Episodes of 10 rows along value 0, each with its own goal (value 1), beside a
-        // value that never changes (value 2, as an ignored value reads).
+        // value that never changes (value 2, as an ignored value reads) and a gripper
+        // that each reset opens and the first step closes (value 3).
         let (mut obs, mut next) = (vec![], vec![]);
         for i in 0..60 {
             let goal = (i / 10) as f32;
-            obs.extend([(i % 10) as f32, goal, 0.0]);
-            next.extend([(i % 10 + 1) as f32, goal, 0.0]);
+            let open = if i % 10 == 0 { 1.0 } else { 0.0 };
+            obs.extend([(i % 10) as f32, goal, 0.0, open]);
+            next.extend([(i % 10 + 1) as f32, goal, 0.0, 0.0]);
         }
         let d = Dataset {
-            obs_shape: vec![3],
+            obs_shape: vec![4],
             observations: obs.into(),
             next_observations: next.into(),
             rewards: vec![0.0; 60],
@@ -2264,6 +2271,9 @@ mod tests {
             next_missing: None,
             actions: None,
         };
+        // The gripper is a context too (no step within an episode changes it), but it
+        // shows one value on every row that changes no context.
+        assert_eq!(crate::data::contexts::dims(&d), [false, true, true, true]);
         assert_eq!(goals(&d), [1]);
         // One goal throughout: nothing sets the halves apart.
         assert!(goals(&d.ignoring(&[1])).is_empty());
