@@ -6,17 +6,22 @@ import argparse
 import numpy as np
 
 
-def arguments(doc, random_help):
+def arguments(doc, random_help, random=0.3, more=None, shares=()):
     """The command line of a script that drives a body with a noisy controller:
-    `--steps`, `--random` (the share of random actions), `--seed`, `--out`."""
+    `--steps`, `--random` (the share of random actions, `random` by default), `--seed`,
+    `--out`, and what `more(parser)` adds; `--random` and the options named in `shares`
+    (`(name, "of what")`) must lie within 0 and 1."""
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--steps", type=int, default=100000)
-    p.add_argument("--random", type=float, default=0.3, help=random_help)
+    p.add_argument("--random", type=float, default=random, help=random_help)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    if more:
+        more(p)
     a = p.parse_args()
-    if not 0.0 <= a.random <= 1.0:
-        p.error(f"--random {a.random}: a share of the steps, 0 to 1")
+    for name, of in (("random", "the steps"), *shares):
+        if not 0.0 <= getattr(a, name) <= 1.0:
+            p.error(f"--{name} {getattr(a, name)}: a share of {of}, 0 to 1")
     return a
 
 

@@ -28,10 +28,8 @@ minus the fingertip's distance to the target, which is not what the arm must tra
 
 docs/trust.md ("A robot arm") has the figures this data gave.
 """
-import argparse
-
 import numpy as np
-from logs import Rows
+from logs import Rows, arguments
 
 LINKS = (0.1, 0.11)
 REACHED = 0.02
@@ -77,15 +75,15 @@ def nearest(q, target):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=100000)
-    p.add_argument("--noise", type=float, default=0.3)
-    p.add_argument("--random", type=float, default=0.2)
-    p.add_argument("--detour", type=float, default=0.3)
-    p.add_argument("--cartesian", action="store_true", help="keep the fingertip's offset")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True)
-    a = p.parse_args()
+    def more(p):
+        p.add_argument("--noise", type=float, default=0.3, help="std of the torque noise")
+        p.add_argument("--detour", type=float, default=0.3, help="share of episodes with a detour")
+        p.add_argument("--cartesian", action="store_true", help="keep the fingertip's offset")
+
+    a = arguments(
+        __doc__, "share of random torques", random=0.2, more=more,
+        shares=[("detour", "the episodes")],
+    )
 
     import gymnasium as gym
 

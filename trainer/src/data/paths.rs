@@ -427,7 +427,11 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
             }
         }
     }
-    let own = next_rewards(data, baseline);
+    // The rewarded row each row's own trajectory reaches first: as many rows on as steps.
+    let mut own = vec![None; n];
+    for (i, k) in data.steps_to_reward() {
+        own[i] = Some(i + k);
+    }
     let (mut ways, mut across) = (0usize, 0usize);
     for i in (0..n).filter(|&i| dist[at[i]].is_finite() && dist[at[i]] > 0.0) {
         ways += 1;
@@ -445,21 +449,6 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
         joined: !recur,
         stitched: across as f64 / ways.max(1) as f64,
     })
-}
-
-/// The rewarded row (a reward above `baseline`) each row's own trajectory reaches first
-/// from it, the row itself where rewarded: a trajectory goes on while a row continues the
-/// one before ([`Dataset::continues`]).
-fn next_rewards(data: &Dataset, baseline: f32) -> Vec<Option<usize>> {
-    let mut next = vec![None; data.len()];
-    for i in (0..data.len()).rev() {
-        next[i] = match data.rewards[i] > baseline {
-            true => Some(i),
-            false if data.continues(i) => next[i + 1],
-            false => None,
-        };
-    }
-    next
 }
 
 /// Edges from every state to its nearest states within [`REACH`] median steps, each

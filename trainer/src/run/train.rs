@@ -689,10 +689,8 @@ impl Deep<'_> {
         let probe = probe_states(qdata);
         let bound = match (subset, cfg.path_bound && cfg.dqn.lambda > 0.0) {
             (_, false) => None,
-            (None, true) => stitched(traced.paths.as_ref()).map(|s| bootstrap_bound(qdata, s, cfg)),
-            (Some(d), true) => {
-                stitched(cfg.ways(d).as_ref()).map(|s| bootstrap_bound(qdata, s, cfg))
-            }
+            (None, true) => bootstrap_bound(qdata, traced.paths.as_ref(), cfg),
+            (Some(d), true) => bootstrap_bound(qdata, cfg.ways(d).as_ref(), cfg),
         };
         timings.push(("bound of the bootstraps".into(), t.elapsed().as_secs_f64()));
         let t = Instant::now();
@@ -931,7 +929,7 @@ impl Deep<'_> {
             let part = self.qdata.select(rows);
             let labels: Vec<u32> = rows.iter().map(|&i| self.qlabels[i]).collect();
             let bound = match cfg.path_bound && cfg.dqn.lambda > 0.0 {
-                true => stitched(cfg.ways(&part).as_ref()).map(|s| bootstrap_bound(&part, s, cfg)),
+                true => bootstrap_bound(&part, cfg.ways(&part).as_ref(), cfg),
                 false => None,
             };
             let inputs = DqnInputs {
@@ -1114,27 +1112,26 @@ fn probe_states(data: &Dataset) -> Vec<f32> {
         .collect()
 }
 
-/// The ways through the data that may bound V: those that stitch its trajectories
-/// ([`paths::Steps::stitch`]); where each way is its own trajectory's (each episode with
-/// its own goal), they bound only what that trajectory's controller did, and none do.
-fn stitched(ways: Option<&paths::Steps>) -> Option<&paths::Steps> {
-    let ways = ways?;
-    if !ways.stitch() {
+/// The most each bootstrap of deep Q-learning on `qdata` may be, from its ways through
+/// the data ([`qlearn::path_bound`]); none without ways, or where they do not stitch its
+/// trajectories ([`paths::Steps::stitch`]): where each way is its own trajectory's (each
+/// episode with its own goal), it bounds only what that trajectory's controller did.
+fn bootstrap_bound(
+    qdata: &Dataset,
+    steps: Option<&paths::Steps>,
+    cfg: &TrainConfig,
+) -> Option<Vec<f32>> {
+    let steps = steps?;
+    if !steps.stitch() {
         log::info!(
             "no bound from the ways through the data: {:.0}% of them end at another reward \
              than their own trajectory's next (below {:.0}%), so each is its own \
              trajectory's, and the best controller may be faster",
-            100.0 * ways.stitched,
+            100.0 * steps.stitched,
             100.0 * paths::MIN_STITCHED
         );
         return None;
     }
-    Some(ways)
-}
-
-/// The most each bootstrap of deep Q-learning on `qdata` may be, from its ways through
-/// the data ([`qlearn::path_bound`]).
-fn bootstrap_bound(qdata: &Dataset, steps: &paths::Steps, cfg: &TrainConfig) -> Vec<f32> {
     let with_way = steps.next.iter().filter(|k| k.is_finite()).count();
     log::info!(
         "bootstraps bounded by the ways through the data ({with_way} of {} next states have \
@@ -1142,12 +1139,12 @@ fn bootstrap_bound(qdata: &Dataset, steps: &paths::Steps, cfg: &TrainConfig) -> 
         steps.next.len()
     );
     let max_return = qlearn::return_bounds(qdata, cfg.dqn.gamma).1;
-    qlearn::path_bound(
+    Some(qlearn::path_bound(
         &steps.next,
         cfg.dqn.gamma,
         max_return,
         qdata.reward_baseline(),
-    )
+    ))
 }
 
 /// The seed of Q-function `j` of a run: the run's own seed for the first.
@@ -1829,7 +1826,7 @@ mod tests {
         // as they were at the chosen checkpoint.
         let all: Vec<usize> = (0..data.len()).collect();
         let probe = probe_states(&data);
-        let bound = cfg.ways(&data).map(|s| bootstrap_bound(&data, &s, &cfg));
+        let bound = bootstrap_bound(&data, cfg.ways(&data).as_ref(), &cfg);
         assert!(bound.is_some(), "the maze's data show ways to the reward");
         let members: Vec<Vec<f32>> = (0..4)
             .map(|j| {
