@@ -349,3 +349,96 @@ fn density_gate_and_one_norm_head_reach_the_runtime() {
         "{shown}"
     );
 }
+
+/// A log that cuts each episode at its goal, as Minari's goal-reaching data record each
+/// goal reached (a timeout on the rewarded row, the next episode going on from there with
+/// another goal in the state): Q-learning ends those episodes there and learns by IQL,
+/// `summary.txt` and `metrics.json` say so, and the check that V ranks the cut states
+/// alike applies and passes; V ranks the states by their distance to the goal.
+#[test]
+fn a_log_cut_at_its_goals_ends_them_for_q_learning() {
+    use laq::data::Dataset;
+    let mut rand = common::xorshift(11);
+    let mut uniform = move || (rand() % 1_000_000) as f32 / 1_000_000.0;
+    let (mut obs, mut next, mut rewards, mut timeouts, mut distance) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut x, mut y) = (2.5f32, 2.5f32);
+    let mut cuts = 0;
+    while rewards.len() < 3000 {
+        let (gx, gy) = (5.0 * uniform(), 5.0 * uniform());
+        for step in 0..60 {
+            let (dx, dy) = (gx - x, gy - y);
+            let d = (dx * dx + dy * dy).sqrt();
+            let (nx, ny) = (
+                x + 0.3 * dx / d.max(0.3) + 0.2 * (uniform() - 0.5),
+                y + 0.3 * dy / d.max(0.3) + 0.2 * (uniform() - 0.5),
+            );
+            let reached = ((gx - nx).powi(2) + (gy - ny).powi(2)).sqrt() < 0.3;
+            obs.extend([x, y, gx, gy]);
+            next.extend([nx, ny, gx, gy]);
+            distance.push(-d as f64);
+            rewards.push(f32::from(u8::from(reached)));
+            timeouts.push(reached || step == 59);
+            cuts += usize::from(reached);
+            (x, y) = (nx, ny);
+            if reached {
+                break;
+            }
+        }
+    }
+    let n = rewards.len();
+    let d = Dataset {
+        obs_shape: vec![4],
+        observations: obs.into(),
+        next_observations: next.into(),
+        rewards,
+        terminals: vec![false; n],
+        timeouts: Some(timeouts),
+        next_missing: None,
+        actions: None,
+    };
+    assert!(cuts >= 20 && d.reward_cuts().len() == cuts);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("goals.npz");
+    d.save(&file).unwrap();
+    let run = dir.path().join("run");
+    let out = ok(&[
+        "train",
+        "--data",
+        file.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    assert!(summary.contains("Q-learning         iql"), "{summary}");
+    assert!(
+        summary.contains(&format!("reward cuts        {cuts} episodes")),
+        "{summary}"
+    );
+    let m = metrics(&run.join("metrics.json"));
+    assert_eq!(m["reward_cuts_ended"], cuts);
+    let alike = m["trust"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "reward_ends_alike")
+        .unwrap_or_else(|| panic!("no reward_ends_alike check: {out}"));
+    assert_eq!(alike["pass"], true, "{alike}");
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(config.contains("reward_cuts_end = true"), "{config}");
+    let csv = dir.path().join("v.csv");
+    ok(&[
+        "predict",
+        "--model",
+        run.join("value.safetensors").to_str().unwrap(),
+        "--data",
+        file.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let v: Vec<f64> = (std::fs::read_to_string(&csv).unwrap().lines().skip(1))
+        .map(|line| line.rsplit(',').next().unwrap().parse().unwrap())
+        .collect();
+    let rho = laq::util::stats::spearman(&v, &distance);
+    assert!(rho > 0.8, "V against minus the distance to the goal: {rho}");
+}

@@ -242,6 +242,36 @@ impl Dataset {
         out
     }
 
+    /// Rows on which the log cuts an episode at its reward: a reward above
+    /// [`Dataset::reward_baseline`] on a row that is not terminal and that the next row
+    /// does not go on from ([`Dataset::continues`]: a timeout, or a break). Minari's
+    /// goal-reaching data record each goal reached as a timeout and go on from there with
+    /// another; a recording that changes the goal on the row after each reward breaks there
+    /// once that row, which carries the last goal, is left out ([`crate::data::contexts`]).
+    ///
+    /// ```
+    /// use laq::data::Dataset;
+    /// let d = Dataset {
+    ///     obs_shape: vec![1],
+    ///     observations: vec![0.0, 1.0, 2.0, 3.0, 5.0, 6.0].into(),
+    ///     next_observations: vec![1.0, 2.0, 3.0, 4.0, 6.0, 7.0].into(),
+    ///     rewards: vec![0.0, 1.0, 0.0, 1.0, 1.0, 0.0],
+    ///     terminals: vec![false, false, false, false, true, false],
+    ///     timeouts: Some(vec![false, true, true, false, false, false]),
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// // Row 1 is cut on its reward, row 3 breaks there (row 4 starts elsewhere); row 2
+    /// // is cut without a reward, row 4 ends on its reward as a terminal.
+    /// assert_eq!(d.reward_cuts(), [1, 3]);
+    /// ```
+    pub fn reward_cuts(&self) -> Vec<usize> {
+        let baseline = self.reward_baseline();
+        (0..self.len())
+            .filter(|&i| self.rewards[i] > baseline && !self.terminals[i] && !self.continues(i))
+            .collect()
+    }
+
     /// Whether observations are images `[C, H, W]`.
     pub fn is_image(&self) -> bool {
         self.obs_shape.len() == 3

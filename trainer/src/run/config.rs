@@ -1,5 +1,6 @@
 //! Every setting of a training run: defaults that suit the data, TOML in and out.
 
+use crate::data::contexts;
 use crate::data::paths;
 use crate::data::read::ReadOptions;
 use crate::data::Dataset;
@@ -105,6 +106,17 @@ pub struct TrainConfig {
     /// written without this key repeats without it.
     #[serde(default)]
     pub retry_along_trajectories: bool,
+    /// Where a log of vector states cuts its episodes at their rewards
+    /// ([`TrainConfig::ends_at_reward_cuts`]: Minari's goal-reaching data, each goal
+    /// reached a timeout, the next episode going on from there with another goal), those
+    /// rewards end the episode for Q-learning as a terminal does, and `q = "auto"` learns
+    /// Q by IQL: bootstrapping
+    /// past a cut guesses the value of a state that no row leaves, differently from goal
+    /// to goal, and DQN's maximum over the labels crowds V near one reward (docs/trust.md,
+    /// "Rewards where episodes are cut", has the evidence). A run directory written
+    /// without this key repeats without it.
+    #[serde(default)]
+    pub reward_cuts_end: bool,
     /// Values of a vector state that V does not read (0-based): Q-learning sees them held
     /// at zero, and the exported model scales them by 0 (`input.scale`), so that V is
     /// the same whatever a state holds there. Mining still sees them.
@@ -162,6 +174,10 @@ pub enum ValueHead {
     OneNorm,
 }
 
+/// Reward cuts a log must show before Q-learning ends its episodes there
+/// ([`TrainConfig::ends_at_reward_cuts`]).
+pub const REWARD_CUTS_MIN: usize = 20;
+
 fn yes() -> bool {
     true
 }
@@ -192,6 +208,7 @@ impl Default for TrainConfig {
             ways_agree: true,
             fit_bound: true,
             retry_along_trajectories: true,
+            reward_cuts_end: true,
             ignored_values: vec![],
             retry_ignoring_noise: true,
             retry_ignoring_unmoved: true,
@@ -341,6 +358,50 @@ pub fn q_schedule(transitions: usize, batch_size: usize) -> (usize, usize) {
 }
 
 impl TrainConfig {
+    /// The rows on which Q-learning ends an episode that the log only cuts there
+    /// ([`Dataset::reward_cuts`]): with `reward_cuts_end`, where the log of vector states
+    /// cuts its episodes at their rewards (at least 20 such rows, and at least half of its
+    /// rewarded rows ended so; a log that cuts an episode on a reward now and then, at a
+    /// fixed length, goes on as it was recorded) and holds trajectories (at least half of
+    /// its rows go on into the next, [`contexts::MIN_CONTINUING`]: in a replay buffer of
+    /// independent transitions every row is cut); none otherwise, and none for frames,
+    /// where it was not measured.
+    ///
+    /// ```
+    /// use laq::data::Dataset;
+    /// use laq::run::config::TrainConfig;
+    /// // Episodes of four steps, each cut on its reward at the fourth.
+    /// let n = 100;
+    /// let d = Dataset {
+    ///     obs_shape: vec![1],
+    ///     observations: (0..n).map(|i| (i % 4) as f32).collect::<Vec<f32>>().into(),
+    ///     next_observations: (0..n).map(|i| (i % 4 + 1) as f32).collect::<Vec<f32>>().into(),
+    ///     rewards: (0..n).map(|i| (i % 4 == 3) as u8 as f32).collect(),
+    ///     terminals: vec![false; n],
+    ///     timeouts: Some((0..n).map(|i| i % 4 == 3).collect()),
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// let cfg = TrainConfig::default();
+    /// assert_eq!(cfg.ends_at_reward_cuts(&d).len(), 25);
+    /// let recorded = TrainConfig { reward_cuts_end: false, ..cfg };
+    /// assert!(recorded.ends_at_reward_cuts(&d).is_empty());
+    /// ```
+    pub fn ends_at_reward_cuts(&self, data: &Dataset) -> Vec<usize> {
+        if !self.reward_cuts_end || data.is_image() {
+            return vec![];
+        }
+        let cuts = data.reward_cuts();
+        let baseline = data.reward_baseline();
+        let rewarded = data.rewards.iter().filter(|&&r| r > baseline).count();
+        let continuing = (0..data.len()).filter(|&i| data.continues(i)).count();
+        let trajectories = continuing as f64 >= contexts::MIN_CONTINUING * data.len() as f64;
+        match cuts.len() >= REWARD_CUTS_MIN && 2 * cuts.len() >= rewarded && trajectories {
+            true => cuts,
+            false => vec![],
+        }
+    }
+
     /// Defaults that suit `data`: the grid-world settings for small discrete state
     /// spaces; for continuous states a smaller forward model with larger batches (the
     /// authors' Maze2D model is smaller still, 4-8-16-8), the discount of the data's
@@ -880,6 +941,15 @@ mod tests {
         let before = written_before("retry_along_trajectories = true\n");
         assert!(!before.retry_along_trajectories);
         assert!(TrainConfig::images(&[1, 8, 8]).retry_along_trajectories);
+    }
+
+    /// A run directory's `config.toml` from before `reward_cuts_end` existed learns its
+    /// episodes as they were recorded; new runs end those that the log cuts at a reward.
+    #[test]
+    fn a_config_without_reward_cuts_end_keeps_the_cuts() {
+        let before = written_before("reward_cuts_end = true\n");
+        assert!(!before.reward_cuts_end);
+        assert!(TrainConfig::continuous().reward_cuts_end);
     }
 
     /// A run directory's `config.toml` from before `retry_ignoring_noise` existed keeps

@@ -63,6 +63,7 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
         noise_ignored: tr.noise_ignored.clone(),
         another_seed: tr.another_seed.clone(),
         contexts: tr.contexts.clone(),
+        reward_cuts_ended: tr.reward_cuts_ended,
         reading: vec![],
     }
 }

@@ -252,6 +252,16 @@ pub fn report(
         metrics.q,
         cfg.seed
     );
+    if let Some(n) = metrics.reward_cuts_ended {
+        let _ = writeln!(
+            s,
+            "The log cuts {n} episodes on their reward (a timeout on the rewarded row, as \
+             Minari's goal-reaching data record each goal reached, or the next row starting \
+             elsewhere), so Q-learning ended \
+             them there, as at a terminal, rather than guess the value of a state that no \
+             row leaves (`reward_cuts_end`; with `q = \"auto\"` it learns by IQL).\n"
+        );
+    }
     if let Some(r) = &metrics.retargeted {
         let _ = writeln!(
             s,

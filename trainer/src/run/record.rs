@@ -205,6 +205,10 @@ pub struct RunMetrics {
     /// Rows that change a context, left out of mining and Q-learning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contexts: Option<ContextsLeftOut>,
+    /// Rows on which the log cuts an episode at its reward and Q-learning ended it
+    /// ([`crate::run::config::TrainConfig::ends_at_reward_cuts`]), where it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward_cuts_ended: Option<usize>,
     /// What reading the dataset did: rows left out and why, terminal rows without a next
     /// observation, derived rewards, assumptions (empty for a file read as it is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -463,6 +467,14 @@ impl fmt::Display for RunMetrics {
         )?;
         writeln!(f, "  label usage        {:?}", self.label_usage)?;
         writeln!(f, "  Q-learning         {}", self.q)?;
+        if let Some(n) = self.reward_cuts_ended {
+            writeln!(
+                f,
+                "  reward cuts        {n} episodes that the log cuts on their reward (a \
+                 timeout, or the next row starting elsewhere) end there for Q-learning, as \
+                 at a terminal (`reward_cuts_end`)"
+            )?;
+        }
         if let Some(p) = self.purity {
             writeln!(f, "  purity (state)     {p:.4}")?;
         }

@@ -18,6 +18,9 @@ use std::time::Instant;
 /// Everything a run produced.
 pub struct Trained {
     pub labelled: Labelled,
+    /// Rows on which the log cuts an episode at its reward and Q-learning ended it
+    /// ([`TrainConfig::ends_at_reward_cuts`]), where it did.
+    pub reward_cuts_ended: Option<usize>,
     /// `Tabular` or `Dqn`: what `auto` resolved to.
     pub q_used: QKind,
     pub table: Option<Table>,
@@ -236,11 +239,7 @@ fn train_seed(
     if q_transitions == 0 {
         anyhow::bail!("no transitions left for Q-learning");
     }
-    let q_used = match cfg.q {
-        QKind::Auto if qlearn::is_tabular(data) => QKind::Tabular,
-        QKind::Auto => QKind::Dqn,
-        q => q,
-    };
+    let q_used = q_for(cfg, data);
     let mut info = model_info(cfg);
     let gain = forward_model_gain(&labelled, data, cfg.seed)?;
     let t = Instant::now();
@@ -299,6 +298,7 @@ fn train_seed(
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
                 labelled,
+                reward_cuts_ended: cuts_ended(cfg, data),
                 q_used,
                 table: Some(table),
                 model,
@@ -411,6 +411,7 @@ fn train_seed(
             let learned = run.learned;
             Trained {
                 labelled,
+                reward_cuts_ended: cuts_ended(&run.config, data),
                 q_used: variant,
                 table: None,
                 model: learned.model,
@@ -435,6 +436,12 @@ fn train_seed(
         }
     };
     Ok(out)
+}
+
+/// How many of `data`'s episodes Q-learning with `cfg` ends at the log's reward cuts
+/// ([`TrainConfig::ends_at_reward_cuts`]); `None` for none.
+fn cuts_ended(cfg: &TrainConfig, data: &Dataset) -> Option<usize> {
+    Some(cfg.ends_at_reward_cuts(data).len()).filter(|&n| n > 0)
 }
 
 /// The values a run may learn again without: those noise to every label (`noise`) and
@@ -490,21 +497,42 @@ fn exports_ignoring(reading: &Trust, ignoring: &Trust) -> bool {
     }
 }
 
+/// The Q-learning `cfg.q` names for `data`; `auto`: a table for integer states, IQL where
+/// Q-learning ends the episodes that the log cuts at their rewards
+/// ([`TrainConfig::ends_at_reward_cuts`]), DQN otherwise.
+fn q_for(cfg: &TrainConfig, data: &Dataset) -> QKind {
+    match cfg.q {
+        QKind::Auto if qlearn::is_tabular(data) => QKind::Tabular,
+        QKind::Auto if !cfg.ends_at_reward_cuts(data).is_empty() => QKind::Iql,
+        QKind::Auto => QKind::Dqn,
+        q => q,
+    }
+}
+
 /// What Q-learning sees of `data`: the rows of the most used labels (`kept`, relabelled)
-/// or all of them; their labels, and how many labels there are.
+/// or all of them, each episode that the log cuts at its reward ended there
+/// ([`TrainConfig::ends_at_reward_cuts`]); their labels, and how many labels there are.
 fn q_view(
     data: &Dataset,
     labelled: &Labelled,
     kept: Option<&(Vec<usize>, Vec<u32>)>,
     cfg: &TrainConfig,
 ) -> (Option<Dataset>, Vec<u32>, usize) {
+    let ends = cfg.ends_at_reward_cuts(data);
+    let ended = (!ends.is_empty()).then(|| {
+        let mut d = data.clone();
+        for i in ends {
+            d.terminals[i] = true;
+        }
+        d
+    });
     match kept {
         Some((idx, l)) => (
-            Some(data.select(idx)),
+            Some(ended.as_ref().unwrap_or(data).select(idx)),
             l.clone(),
             cfg.top_actions.unwrap_or(0),
         ),
-        None => (None, labelled.labels.clone(), labelled.num_actions),
+        None => (ended, labelled.labels.clone(), labelled.num_actions),
     }
 }
 
@@ -550,7 +578,7 @@ fn deep_run(
     timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
     let deep = Deep {
         data,
-        subset: subset.as_ref(),
+        subset: subset.as_ref().filter(|_| kept.is_some()),
         qdata,
         qlabels: &qlabels,
         qk,
@@ -2217,6 +2245,84 @@ mod tests {
             .failed()
             .any(|c| c.name == trust::BELOW_DATA_RETURNS && c.why.contains("`dqn.lambda = 1`"));
         assert!(advised, "{}", kept.trust);
+    }
+
+    /// Episodes of four steps on a line (between integers: no table), each cut (a timeout)
+    /// on its reward at the fourth, as Minari's goal-reaching data end each goal reached.
+    fn cut_at_rewards(n: usize) -> Dataset {
+        Dataset {
+            obs_shape: vec![1],
+            observations: (0..n)
+                .map(|i| (i % 4) as f32 + 0.5)
+                .collect::<Vec<f32>>()
+                .into(),
+            next_observations: (0..n)
+                .map(|i| (i % 4) as f32 + 1.5)
+                .collect::<Vec<f32>>()
+                .into(),
+            rewards: (0..n).map(|i| f32::from(u8::from(i % 4 == 3))).collect(),
+            terminals: vec![false; n],
+            timeouts: Some((0..n).map(|i| i % 4 == 3).collect()),
+            next_missing: None,
+            actions: None,
+        }
+    }
+
+    /// Where a log of vector states cuts its episodes at their rewards, Q-learning ends
+    /// them there and `auto` learns by IQL; a log that cuts too few, a setting without
+    /// `reward_cuts_end` and frames keep what they had.
+    #[test]
+    fn episodes_cut_at_their_rewards_end_there_for_q_learning() {
+        let d = cut_at_rewards(100);
+        let labelled = Labelled {
+            labels: vec![0; d.len()],
+            num_actions: 1,
+            mining_loss: None,
+            explained: None,
+        };
+        let cfg = TrainConfig::continuous();
+        let (view, _, _) = q_view(&d, &labelled, None, &cfg);
+        let view = view.expect("a view with the cuts ended");
+        let ended: Vec<usize> = (0..d.len()).filter(|&i| view.terminals[i]).collect();
+        assert_eq!(ended, d.reward_cuts());
+        assert_eq!(ended.len(), 25);
+        assert_eq!(q_for(&cfg, &d), QKind::Iql);
+        // Kept rows of the most used labels are taken from the ended view.
+        let kept = (vec![2, 3, 7], vec![0, 0, 0]);
+        // Every row cut, as in a replay buffer of independent transitions: no trajectories.
+        let mut bag = cut_at_rewards(100);
+        bag.timeouts = Some(vec![true; 100]);
+        assert_eq!(bag.reward_cuts().len(), 25);
+        assert!(cfg.ends_at_reward_cuts(&bag).is_empty());
+        let (some, _, _) = q_view(&d, &labelled, Some(&kept), &cfg);
+        assert_eq!(some.unwrap().terminals, [false, true, true]);
+
+        let recorded = TrainConfig {
+            reward_cuts_end: false,
+            ..cfg.clone()
+        };
+        assert!(q_view(&d, &labelled, None, &recorded).0.is_none());
+        assert_eq!(q_for(&recorded, &d), QKind::Dqn);
+        // Fewer than 20 cuts: the log goes on as recorded.
+        let few = cut_at_rewards(40);
+        assert!(q_view(&few, &labelled, None, &cfg).0.is_none());
+        // Fewer than half of the rewarded rows cut: rewards mostly inside episodes.
+        let mut inside = cut_at_rewards(100);
+        for i in (0..100).filter(|i| i % 4 == 2) {
+            inside.rewards[i] = 1.0;
+        }
+        inside.rewards.iter_mut().take(8).for_each(|r| *r = 1.0);
+        assert!(cfg.ends_at_reward_cuts(&inside).is_empty());
+        let dqn = TrainConfig {
+            q: QKind::Dqn,
+            ..cfg
+        };
+        assert_eq!(q_for(&dqn, &d), QKind::Dqn);
+        let mut frames = cut_at_rewards(100);
+        frames.obs_shape = vec![1, 1, 1];
+        let images = TrainConfig::images(&[1, 1, 1]);
+        assert_eq!(q_for(&images, &frames), QKind::Dqn);
+        assert!(q_view(&frames, &labelled, None, &images).0.is_none());
     }
 
     #[test]

@@ -257,6 +257,77 @@ pub const TRAJECTORY_RANKING: &str = "trajectory_ranking";
 /// The check that V is not below the discounted returns the data itself collected.
 pub const BELOW_DATA_RETURNS: &str = "below_data_returns";
 
+/// The check that V ranks alike the states where episodes end on their reward.
+pub const REWARD_ENDS_ALIKE: &str = "reward_ends_alike";
+
+/// The check that V ranks alike the states where the log cuts an episode on its reward
+/// ([`Dataset::reward_cuts`]: a rewarded row, not terminal, that the next row does not
+/// go on from; Minari's goal-reaching data end each episode at its goal and go on from
+/// there with another). Each of those states has
+/// just collected its reward, so a V that reads how far the reward is gives them about
+/// the same value: their spread (interquartile range) against V's over all the data's
+/// states is near 0. Bootstrapping past a cut guesses the value of the state after it,
+/// which no row leaves, and the guess may differ from goal to goal; where it differs more
+/// than V falls on the way to a goal, V ranks states across episodes by their goal
+/// (Q-learning ends such episodes at their cuts by default:
+/// [`crate::run::config::TrainConfig::ends_at_reward_cuts`]). `None` where fewer than 20
+/// rows end so (docs/trust.md, "Rewards where episodes are cut").
+///
+/// ```
+/// use laq::data::Dataset;
+/// use laq::run::trust::reward_ends_alike;
+/// // Episodes of four steps, each cut on its reward at the fourth.
+/// let n = 100;
+/// let d = Dataset {
+///     obs_shape: vec![1],
+///     observations: (0..n).map(|i| (i % 4) as f32).collect::<Vec<f32>>().into(),
+///     next_observations: (0..n).map(|i| (i % 4 + 1) as f32).collect::<Vec<f32>>().into(),
+///     rewards: (0..n).map(|i| (i % 4 == 3) as u8 as f32).collect(),
+///     terminals: vec![false; n],
+///     timeouts: Some((0..n).map(|i| i % 4 == 3).collect()),
+///     next_missing: None,
+///     actions: None,
+/// };
+/// // V rising towards each reward, alike at every cut.
+/// let right: Vec<f32> = (0..n).map(|i| 0.9f32.powi(3 - (i % 4) as i32)).collect();
+/// assert!(reward_ends_alike(&d, &right).unwrap().pass);
+/// // V at the cuts as spread as V anywhere: a level that differs from episode to episode.
+/// let level: Vec<f32> = (0..n).map(|i| right[i] + (i / 4) as f32).collect();
+/// let c = reward_ends_alike(&d, &level).unwrap();
+/// assert!(!c.pass && c.why.contains("25 states"));
+/// ```
+pub fn reward_ends_alike(data: &Dataset, values: &[f32]) -> Option<Check> {
+    let ends = data.reward_cuts();
+    if ends.len() < crate::run::config::REWARD_CUTS_MIN {
+        return None;
+    }
+    let spread = |v: &[f64]| stats::percentile(v, 75.0) - stats::percentile(v, 25.0);
+    let all: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+    let at_ends: Vec<f64> = ends.iter().map(|&i| all[i]).collect();
+    let ratio = spread(&at_ends) / spread(&all);
+    Some(check(
+        REWARD_ENDS_ALIKE,
+        ratio,
+        0.5,
+        ratio <= 0.5,
+        format!(
+            "V at the {} states where an episode ends on its reward without a terminal (a \
+             timeout on a rewarded row, or a break after it: the log cuts each episode at \
+             its goal) spreads over \
+             {:.0}% of its spread over all the data's states (interquartile ranges); each of \
+             them has just collected its reward, so a V that reads how far a reward is ranks \
+             them alike. Bootstrapping past a cut guesses the value of a state that no row \
+             leaves, and where that guess differs from goal to goal more than V falls on the \
+             way to a goal, V ranks states across episodes by their goal: where reaching the \
+             reward ends the task, end the episodes there (`reward_cuts_end = true`, which \
+             does so where the log cuts at least half of its rewards; or `terminals` on \
+             those rows)",
+            ends.len(),
+            100.0 * ratio
+        ),
+    ))
+}
+
 impl Trust {
     /// Adds `what to try` to the reason of the check named `name` where it failed: what a
     /// run knows of its own settings that the check alone does not.
@@ -979,6 +1050,7 @@ pub fn assess(e: &Evidence) -> Trust {
             100.0 * excess
         ),
     ));
+    checks.extend(reward_ends_alike(data, e.values));
     let verdict = if checks.iter().all(|c| c.pass) {
         Verdict::Trusted
     } else {

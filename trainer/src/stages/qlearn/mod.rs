@@ -35,7 +35,8 @@ use std::path::Path;
 #[serde(rename_all = "snake_case")]
 pub enum QKind {
     /// Tabular when every observation is integer-valued and there are at most
-    /// `MAX_TABLE_STATES` distinct ones, DQN otherwise.
+    /// `MAX_TABLE_STATES` distinct ones; IQL on vector states whose episodes the log cuts
+    /// at their rewards (`reward_cuts_end`); DQN otherwise.
     Auto,
     Tabular,
     /// Double DQN.
