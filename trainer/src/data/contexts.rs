@@ -100,6 +100,32 @@ pub fn carried(data: &Dataset, contexts: &[bool]) -> Vec<usize> {
         .collect()
 }
 
+/// Which of `data`'s values are set once an episode and differ between episodes
+/// ([`dims`] that vary over the rows that change none of them, [`carried`]): a goal, a
+/// task; not a gripper that each reset opens and the first step closes, which shows one
+/// value on every row but the carried ones.
+pub fn goals(data: &Dataset) -> Vec<usize> {
+    let contexts = dims(data);
+    let mut is_carried = vec![false; data.len()];
+    for i in carried(data, &contexts) {
+        is_carried[i] = true;
+    }
+    let mut rows = (0..data.len()).filter(|&i| !is_carried[i]);
+    let Some(first) = rows.next().map(|i| data.obs_row(i)) else {
+        return vec![];
+    };
+    let varies = rows.fold(vec![false; contexts.len()], |mut varies, i| {
+        let row = data.obs_row(i);
+        for (v, (x, y)) in varies.iter_mut().zip(row.iter().zip(first.iter())) {
+            *v |= x != y;
+        }
+        varies
+    });
+    (0..contexts.len())
+        .filter(|&j| varies[j] && contexts[j])
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,15 @@ pub struct TrainConfig {
     /// without it.
     #[serde(default)]
     pub halves_agree: bool,
+    /// Q-functions the `halves_agree` check trains on each half (cross-bootstrapped as
+    /// an ensemble's halves are), each half's V their mean. [`TrainConfig::for_data`]
+    /// sets 2 where values set once an episode differ between episodes (a goal per
+    /// episode, [`contexts::goals`]): each half then holds other goals, and one
+    /// Q-function's V carries what it learned to them less steadily than the run's own
+    /// (docs/trust.md, "Two halves of two"). A run directory written without this key
+    /// repeats with one.
+    #[serde(default = "one")]
+    pub halves_members: usize,
     /// An ensemble trains as two independent halves, and within a half each Q-function
     /// bootstraps from the next one's Q at the label its own Q prefers (Double DQN across
     /// members, [`crate::stages::qlearn::dqn_group`]); off, every Q-function bootstraps
@@ -200,6 +209,7 @@ impl Default for TrainConfig {
             ensemble: 1,
             second_seed: true,
             halves_agree: true,
+            halves_members: 1,
             cross_bootstrap: true,
             path_bound: true,
             ways_pace: Some(crate::data::paths::PACE),
@@ -405,8 +415,9 @@ impl TrainConfig {
     /// Defaults that suit `data`: the grid-world settings for small discrete state
     /// spaces; for continuous states a smaller forward model with larger batches (the
     /// authors' Maze2D model is smaller still, 4-8-16-8), the discount of the data's
-    /// horizon ([`horizon_gamma`]), the Q-learning schedule of its size ([`q_schedule`])
-    /// and an ensemble of [`CONTINUOUS_ENSEMBLE`] Q-functions; the image settings for
+    /// horizon ([`horizon_gamma`]), the Q-learning schedule of its size ([`q_schedule`]),
+    /// an ensemble of [`CONTINUOUS_ENSEMBLE`] Q-functions, and two on each half for the
+    /// halves' check where the data has a goal per episode (`halves_members`); the image settings for
     /// images, whose Q-learning follows the data's trajectories, at the discount of its
     /// horizon, where its far states lie beyond the one-step copies' reach
     /// ([`IMAGE_TRAJECTORY_COPIES`]).
@@ -426,6 +437,9 @@ impl TrainConfig {
             cfg.dqn.gamma = horizon_gamma(data);
             (cfg.dqn.target_update, cfg.dqn.steps) = q_schedule(data.len(), cfg.dqn.batch_size);
             cfg.ensemble = CONTINUOUS_ENSEMBLE;
+            if !contexts::goals(data).is_empty() {
+                cfg.halves_members = 2;
+            }
             cfg
         }
     }
@@ -941,6 +955,36 @@ mod tests {
         let before = written_before("retry_along_trajectories = true\n");
         assert!(!before.retry_along_trajectories);
         assert!(TrainConfig::images(&[1, 8, 8]).retry_along_trajectories);
+    }
+
+    /// Data with a goal per episode train two Q-functions on each half for the halves'
+    /// check; data without, and a `config.toml` written before the key, one.
+    #[test]
+    fn a_goal_per_episode_gives_each_half_two_q_functions() {
+        // Episodes of 10 rows along value 0 (between integers: no table), each with its
+        // own goal (value 1).
+        let episodes = |goals: bool| {
+            let (mut obs, mut next) = (vec![], vec![]);
+            for i in 0..200 {
+                let goal = if goals { (i / 10) as f32 + 0.5 } else { 0.5 };
+                obs.extend([(i % 10) as f32 + 0.5, goal]);
+                next.extend([(i % 10) as f32 + 1.5, goal]);
+            }
+            Dataset {
+                obs_shape: vec![2],
+                observations: obs.into(),
+                next_observations: next.into(),
+                rewards: (0..200).map(|i| f32::from(u8::from(i % 10 == 9))).collect(),
+                terminals: (0..200).map(|i| i % 10 == 9).collect(),
+                timeouts: None,
+                next_missing: None,
+                actions: None,
+            }
+        };
+        assert_eq!(TrainConfig::for_data(&episodes(true)).halves_members, 2);
+        assert_eq!(TrainConfig::for_data(&episodes(false)).halves_members, 1);
+        let before = written_before("halves_members = 1\n");
+        assert_eq!(before.halves_members, 1);
     }
 
     /// A run directory's `config.toml` from before `reward_cuts_end` existed learns its

@@ -951,7 +951,8 @@ impl Deep<'_> {
             return Ok(None);
         }
         let all: Vec<usize> = (0..self.data.len()).collect();
-        let seeds = [member_seed(cfg.seed, 0), member_seed(cfg.seed, 1)];
+        let m = cfg.halves_members.max(1);
+        let seeds: Vec<u64> = (0..2 * m).map(|j| member_seed(cfg.seed, j)).collect();
         let learn = |h: &usize| -> Result<Vec<f32>> {
             let rows = &halves[*h];
             let part = self.qdata.select(rows);
@@ -968,43 +969,30 @@ impl Deep<'_> {
                 probe: None,
                 bound: bound.as_deref(),
             };
+            // Half 0 keeps the seeds it had with one member (0, then 2, 4, ...), half 1 too
+            // (1, 3, ...).
+            let own: Vec<u64> = (0..m).map(|j| seeds[2 * j + *h]).collect();
             let nets = crate::util::progress::hidden(|| {
-                qlearn::dqn_group(&inputs, &cfg.dqn, &seeds[*h..=*h], device, None)
+                qlearn::dqn_group(&inputs, &cfg.dqn, &own, device, None)
             })?;
-            let net = nets.first().context("no Q-function was trained")?;
-            net.values_of(self.data, &all, device)
+            let mut mean = vec![0f32; all.len()];
+            for net in &nets {
+                for (s, v) in mean.iter_mut().zip(net.values_of(self.data, &all, device)?) {
+                    *s += v / nets.len() as f32;
+                }
+            }
+            anyhow::ensure!(!nets.is_empty(), "no Q-function was trained");
+            Ok(mean)
         };
         let jobs = crate::util::parallel::jobs(device).min(2);
         let values = crate::util::parallel::map(&[0, 1], jobs, learn)?;
         let rho = crate::util::stats::spearman(&as_f64(&values[0]), &as_f64(&values[1]));
-        Ok(Some(trust::halves_agree(rho, pieces, &goals(self.data))))
+        Ok(Some(trust::halves_agree(
+            rho,
+            pieces,
+            &crate::data::contexts::goals(self.data),
+        )))
     }
-}
-
-/// Which of `data`'s values are set once an episode and differ between episodes
-/// ([`crate::data::contexts::dims`] that vary over the rows that change none of them):
-/// a goal, a task; not a gripper that each reset opens and the first step closes, which
-/// shows one value on every row but the carried ones.
-fn goals(data: &Dataset) -> Vec<usize> {
-    let contexts = crate::data::contexts::dims(data);
-    let mut carried = vec![false; data.len()];
-    for i in crate::data::contexts::carried(data, &contexts) {
-        carried[i] = true;
-    }
-    let mut rows = (0..data.len()).filter(|&i| !carried[i]);
-    let Some(first) = rows.next().map(|i| data.obs_row(i)) else {
-        return vec![];
-    };
-    let varies = rows.fold(vec![false; contexts.len()], |mut varies, i| {
-        let row = data.obs_row(i);
-        for (v, (x, y)) in varies.iter_mut().zip(row.iter().zip(first.iter())) {
-            *v |= x != y;
-        }
-        varies
-    });
-    (0..contexts.len())
-        .filter(|&j| varies[j] && contexts[j])
-        .collect()
 }
 
 /// Pieces a trajectory is cut into at the least: a log of one long trajectory still
@@ -2377,9 +2365,9 @@ mod tests {
         // The gripper is a context too (no step within an episode changes it), but it
         // shows one value on every row that changes no context.
         assert_eq!(crate::data::contexts::dims(&d), [false, true, true, true]);
-        assert_eq!(goals(&d), [1]);
+        assert_eq!(crate::data::contexts::goals(&d), [1]);
         // One goal throughout: nothing sets the halves apart.
-        assert!(goals(&d.ignoring(&[1])).is_empty());
+        assert!(crate::data::contexts::goals(&d.ignoring(&[1])).is_empty());
     }
 
     #[test]
