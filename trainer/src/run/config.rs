@@ -119,11 +119,11 @@ pub struct TrainConfig {
     /// ([`TrainConfig::ends_at_reward_cuts`]: Minari's goal-reaching data, each goal
     /// reached a timeout, the next episode going on from there with another goal), those
     /// rewards end the episode for Q-learning as a terminal does, and `q = "auto"` learns
-    /// Q by IQL: bootstrapping
-    /// past a cut guesses the value of a state that no row leaves, differently from goal
-    /// to goal, and DQN's maximum over the labels crowds V near one reward (docs/trust.md,
-    /// "Rewards where episodes are cut", has the evidence). A run directory written
-    /// without this key repeats without it.
+    /// Q by IQL where it would take DQN: bootstrapping past a cut guesses the value of a
+    /// state that no row leaves, differently from goal to goal, and DQN's maximum over
+    /// the labels crowds V near one reward (docs/trust.md, "Rewards where episodes are
+    /// cut", has the evidence). A run directory written without this key repeats without
+    /// it.
     #[serde(default)]
     pub reward_cuts_end: bool,
     /// Values of a vector state that V does not read (0-based): Q-learning sees them held
@@ -417,10 +417,10 @@ impl TrainConfig {
     /// authors' Maze2D model is smaller still, 4-8-16-8), the discount of the data's
     /// horizon ([`horizon_gamma`]), the Q-learning schedule of its size ([`q_schedule`]),
     /// an ensemble of [`CONTINUOUS_ENSEMBLE`] Q-functions, and two on each half for the
-    /// halves' check where the data has a goal per episode (`halves_members`); the image settings for
-    /// images, whose Q-learning follows the data's trajectories, at the discount of its
-    /// horizon, where its far states lie beyond the one-step copies' reach
-    /// ([`IMAGE_TRAJECTORY_COPIES`]).
+    /// halves' check where the data has a goal per episode (`halves_members`); the image
+    /// settings for images, whose Q-learning follows the data's trajectories, at the
+    /// discount of its horizon, where its far states lie beyond the one-step copies'
+    /// reach ([`IMAGE_TRAJECTORY_COPIES`]).
     pub fn for_data(data: &Dataset) -> Self {
         if data.is_image() {
             let mut cfg = TrainConfig::images(&data.obs_shape);

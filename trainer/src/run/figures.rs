@@ -257,9 +257,9 @@ pub fn report(
             s,
             "The log cuts {n} episodes on their reward (a timeout on the rewarded row, as \
              Minari's goal-reaching data record each goal reached, or the next row starting \
-             elsewhere), so Q-learning ended \
-             them there, as at a terminal, rather than guess the value of a state that no \
-             row leaves (`reward_cuts_end`; with `q = \"auto\"` it learns by IQL).\n"
+             elsewhere), so Q-learning ended them there, as at a terminal, rather than guess \
+             the value of a state that no row leaves (`reward_cuts_end`; with `q = \"auto\"` \
+             it learns by IQL where it would take DQN).\n"
         );
     }
     if let Some(r) = &metrics.retargeted {

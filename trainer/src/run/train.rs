@@ -21,7 +21,7 @@ pub struct Trained {
     /// Rows on which the log cuts an episode at its reward and Q-learning ended it
     /// ([`TrainConfig::ends_at_reward_cuts`]), where it did.
     pub reward_cuts_ended: Option<usize>,
-    /// `Tabular` or `Dqn`: what `auto` resolved to.
+    /// The Q-learning that ran: what `auto` resolved to (a table, IQL or DQN).
     pub q_used: QKind,
     pub table: Option<Table>,
     /// The runtime's model (`value.safetensors`).
