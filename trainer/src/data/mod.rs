@@ -272,6 +272,14 @@ impl Dataset {
             .collect()
     }
 
+    /// Whether the rows hold trajectories: at least [`contexts::MIN_CONTINUING`] of them
+    /// go on into the next ([`Dataset::continues`]); not a replay buffer of independent
+    /// transitions, in which every row is cut.
+    pub fn holds_trajectories(&self) -> bool {
+        let continuing = (0..self.len()).filter(|&i| self.continues(i)).count();
+        continuing as f64 >= contexts::MIN_CONTINUING * self.len() as f64
+    }
+
     /// Whether observations are images `[C, H, W]`.
     pub fn is_image(&self) -> bool {
         self.obs_shape.len() == 3

@@ -372,10 +372,9 @@ impl TrainConfig {
     /// ([`Dataset::reward_cuts`]): with `reward_cuts_end`, where the log of vector states
     /// cuts its episodes at their rewards (at least 20 such rows, and at least half of its
     /// rewarded rows ended so; a log that cuts an episode on a reward now and then, at a
-    /// fixed length, goes on as it was recorded) and holds trajectories (at least half of
-    /// its rows go on into the next, [`contexts::MIN_CONTINUING`]: in a replay buffer of
-    /// independent transitions every row is cut); none otherwise, and none for frames,
-    /// where it was not measured.
+    /// fixed length, goes on as it was recorded) and holds trajectories
+    /// ([`Dataset::holds_trajectories`]: in a replay buffer of independent transitions
+    /// every row is cut); none otherwise, and none for frames, where it was not measured.
     ///
     /// ```
     /// use laq::data::Dataset;
@@ -404,8 +403,7 @@ impl TrainConfig {
         let cuts = data.reward_cuts();
         let baseline = data.reward_baseline();
         let rewarded = data.rewards.iter().filter(|&&r| r > baseline).count();
-        let continuing = (0..data.len()).filter(|&i| data.continues(i)).count();
-        let trajectories = continuing as f64 >= contexts::MIN_CONTINUING * data.len() as f64;
+        let trajectories = data.holds_trajectories();
         match cuts.len() >= REWARD_CUTS_MIN && 2 * cuts.len() >= rewarded && trajectories {
             true => cuts,
             false => vec![],

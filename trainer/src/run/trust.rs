@@ -271,7 +271,9 @@ pub const REWARD_ENDS_ALIKE: &str = "reward_ends_alike";
 /// than V falls on the way to a goal, V ranks states across episodes by their goal
 /// (Q-learning ends such episodes at their cuts by default:
 /// [`crate::run::config::TrainConfig::ends_at_reward_cuts`]). `None` where fewer than 20
-/// rows end so (docs/trust.md, "Rewards where episodes are cut").
+/// rows end so, and where the rows hold no trajectories ([`Dataset::holds_trajectories`]:
+/// in a replay buffer every rewarded row is a cut, and values that differ within a goal
+/// region would pass for guesses) (docs/trust.md, "Rewards where episodes are cut").
 ///
 /// ```
 /// use laq::data::Dataset;
@@ -298,7 +300,7 @@ pub const REWARD_ENDS_ALIKE: &str = "reward_ends_alike";
 /// ```
 pub fn reward_ends_alike(data: &Dataset, values: &[f32]) -> Option<Check> {
     let ends = data.reward_cuts();
-    if ends.len() < crate::run::config::REWARD_CUTS_MIN {
+    if ends.len() < crate::run::config::REWARD_CUTS_MIN || !data.holds_trajectories() {
         return None;
     }
     let spread = |v: &[f64]| stats::percentile(v, 75.0) - stats::percentile(v, 25.0);
