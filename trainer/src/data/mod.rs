@@ -23,6 +23,10 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// Reward cuts a log must show before it counts as cutting its episodes at their rewards
+/// ([`Dataset::cut_at_rewards`]).
+pub const REWARD_CUTS_MIN: usize = 20;
+
 /// Ground-truth actions, kept only for evaluation and the ground-truth reference.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Actions {
@@ -270,6 +274,43 @@ impl Dataset {
         (0..self.len())
             .filter(|&i| self.rewards[i] > baseline && !self.terminals[i] && !self.continues(i))
             .collect()
+    }
+
+    /// The rows on which the log cuts its episodes at their rewards
+    /// ([`Dataset::reward_cuts`]), where it does so as a rule: at least
+    /// [`REWARD_CUTS_MIN`] such rows, at least half of its rewarded rows, and rows that hold
+    /// trajectories ([`Dataset::holds_trajectories`]: in a replay buffer every rewarded
+    /// row is a cut). None otherwise: a log that cuts an episode on a reward now and then,
+    /// at a fixed length or where its recorder lost a row, goes on as recorded.
+    ///
+    /// ```
+    /// use laq::data::Dataset;
+    /// // Episodes of four steps, each cut on its reward at the fourth.
+    /// let n = 100;
+    /// let mut d = Dataset {
+    ///     obs_shape: vec![1],
+    ///     observations: (0..n).map(|i| (i % 4) as f32).collect::<Vec<f32>>().into(),
+    ///     next_observations: (0..n).map(|i| (i % 4 + 1) as f32).collect::<Vec<f32>>().into(),
+    ///     rewards: (0..n).map(|i| (i % 4 == 3) as u8 as f32).collect(),
+    ///     terminals: vec![false; n],
+    ///     timeouts: Some((0..n).map(|i| i % 4 == 3).collect()),
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// assert_eq!(d.cut_at_rewards().len(), 25);
+    /// // Rewarded on the two rows before each cut too: most rewards lie within episodes.
+    /// d.rewards = (0..n).map(|i| (i % 4 >= 1) as u8 as f32).collect();
+    /// assert_eq!(d.reward_cuts().len(), 25);
+    /// assert!(d.cut_at_rewards().is_empty());
+    /// ```
+    pub fn cut_at_rewards(&self) -> Vec<usize> {
+        let cuts = self.reward_cuts();
+        let baseline = self.reward_baseline();
+        let rewarded = self.rewards.iter().filter(|&&r| r > baseline).count();
+        match cuts.len() >= REWARD_CUTS_MIN && 2 * cuts.len() >= rewarded {
+            true if self.holds_trajectories() => cuts,
+            _ => vec![],
+        }
     }
 
     /// Whether the rows hold trajectories: at least [`contexts::MIN_CONTINUING`] of them

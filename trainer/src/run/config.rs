@@ -183,10 +183,6 @@ pub enum ValueHead {
     OneNorm,
 }
 
-/// Reward cuts a log must show before Q-learning ends its episodes there
-/// ([`TrainConfig::ends_at_reward_cuts`]).
-pub const REWARD_CUTS_MIN: usize = 20;
-
 fn yes() -> bool {
     true
 }
@@ -368,13 +364,10 @@ pub fn q_schedule(transitions: usize, batch_size: usize) -> (usize, usize) {
 }
 
 impl TrainConfig {
-    /// The rows on which Q-learning ends an episode that the log only cuts there
-    /// ([`Dataset::reward_cuts`]): with `reward_cuts_end`, where the log of vector states
-    /// cuts its episodes at their rewards (at least 20 such rows, and at least half of its
-    /// rewarded rows ended so; a log that cuts an episode on a reward now and then, at a
-    /// fixed length, goes on as it was recorded) and holds trajectories
-    /// ([`Dataset::holds_trajectories`]: in a replay buffer of independent transitions
-    /// every row is cut); none otherwise, and none for frames, where it was not measured.
+    /// The rows on which Q-learning ends an episode that the log only cuts there: with
+    /// `reward_cuts_end`, where a log of vector states cuts its episodes at their rewards
+    /// ([`Dataset::cut_at_rewards`]); none otherwise, and none for frames, where it was
+    /// not measured.
     ///
     /// ```
     /// use laq::data::Dataset;
@@ -400,14 +393,7 @@ impl TrainConfig {
         if !self.reward_cuts_end || data.is_image() {
             return vec![];
         }
-        let cuts = data.reward_cuts();
-        let baseline = data.reward_baseline();
-        let rewarded = data.rewards.iter().filter(|&&r| r > baseline).count();
-        let trajectories = data.holds_trajectories();
-        match cuts.len() >= REWARD_CUTS_MIN && 2 * cuts.len() >= rewarded && trajectories {
-            true => cuts,
-            false => vec![],
-        }
+        data.cut_at_rewards()
     }
 
     /// Defaults that suit `data`: the grid-world settings for small discrete state

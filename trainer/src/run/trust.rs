@@ -270,10 +270,11 @@ pub const REWARD_ENDS_ALIKE: &str = "reward_ends_alike";
 /// which no row leaves, and the guess may differ from goal to goal; where it differs more
 /// than V falls on the way to a goal, V ranks states across episodes by their goal
 /// (Q-learning ends such episodes at their cuts by default:
-/// [`crate::run::config::TrainConfig::ends_at_reward_cuts`]). `None` where fewer than 20
-/// rows end so, and where the rows hold no trajectories ([`Dataset::holds_trajectories`]:
-/// in a replay buffer every rewarded row is a cut, and values that differ within a goal
-/// region would pass for guesses) (docs/trust.md, "Rewards where episodes are cut").
+/// [`crate::run::config::TrainConfig::ends_at_reward_cuts`]). `None` where the log does
+/// not cut its episodes at their rewards as a rule ([`Dataset::cut_at_rewards`]: not in a
+/// replay buffer, whose every rewarded row is a cut, nor in a log whose rows break now
+/// and then within a region rewarded throughout, where V rightly differs; docs/trust.md,
+/// "Rewards where episodes are cut").
 ///
 /// ```
 /// use laq::data::Dataset;
@@ -299,8 +300,8 @@ pub const REWARD_ENDS_ALIKE: &str = "reward_ends_alike";
 /// assert!(!c.pass && c.why.contains("25 states"));
 /// ```
 pub fn reward_ends_alike(data: &Dataset, values: &[f32]) -> Option<Check> {
-    let ends = data.reward_cuts();
-    if ends.len() < crate::run::config::REWARD_CUTS_MIN || !data.holds_trajectories() {
+    let ends = data.cut_at_rewards();
+    if ends.is_empty() {
         return None;
     }
     let spread = |v: &[f64]| stats::percentile(v, 75.0) - stats::percentile(v, 25.0);
