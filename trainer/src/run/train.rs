@@ -975,13 +975,13 @@ impl Deep<'_> {
             let nets = crate::util::progress::hidden(|| {
                 qlearn::dqn_group(&inputs, &cfg.dqn, &own, device, None)
             })?;
+            anyhow::ensure!(!nets.is_empty(), "no Q-function was trained");
             let mut mean = vec![0f32; all.len()];
             for net in &nets {
                 for (s, v) in mean.iter_mut().zip(net.values_of(self.data, &all, device)?) {
                     *s += v / nets.len() as f32;
                 }
             }
-            anyhow::ensure!(!nets.is_empty(), "no Q-function was trained");
             Ok(mean)
         };
         let jobs = crate::util::parallel::jobs(device).min(2);
@@ -2277,13 +2277,13 @@ mod tests {
         assert_eq!(q_for(&cfg, &d), QKind::Iql);
         // Kept rows of the most used labels are taken from the ended view.
         let kept = (vec![2, 3, 7], vec![0, 0, 0]);
+        let (some, _, _) = q_view(&d, &labelled, Some(&kept), &cfg);
+        assert_eq!(some.unwrap().terminals, [false, true, true]);
         // Every row cut, as in a replay buffer of independent transitions: no trajectories.
         let mut bag = cut_at_rewards(100);
         bag.timeouts = Some(vec![true; 100]);
         assert_eq!(bag.reward_cuts().len(), 25);
         assert!(cfg.ends_at_reward_cuts(&bag).is_empty());
-        let (some, _, _) = q_view(&d, &labelled, Some(&kept), &cfg);
-        assert_eq!(some.unwrap().terminals, [false, true, true]);
 
         let recorded = TrainConfig {
             reward_cuts_end: false,

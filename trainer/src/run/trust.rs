@@ -130,7 +130,7 @@ pub fn choice_holds(failed: &[usize], chosen: usize) -> Check {
 /// lies below `seed_agreement`'s (docs/trust.md, "Channels a robot logs").
 ///
 /// `contexts` are the values that are set once an episode and differ between
-/// episodes ([`crate::data::contexts::dims`]: a goal, a task). Each half then holds
+/// episodes ([`crate::data::contexts::goals`]: a goal, a task). Each half then holds
 /// other goals, and its V must carry what it learned to the other half's goals: with
 /// too few episodes the halves disagree although V reads what it should, so the reason
 /// says so (docs/trust.md, "Two joints, as their encoders read them").
@@ -263,9 +263,8 @@ pub const REWARD_ENDS_ALIKE: &str = "reward_ends_alike";
 /// The check that V ranks alike the states where the log cuts an episode on its reward
 /// ([`Dataset::reward_cuts`]: a rewarded row, not terminal, that the next row does not
 /// go on from; Minari's goal-reaching data end each episode at its goal and go on from
-/// there with another). Each of those states has
-/// just collected its reward, so a V that reads how far the reward is gives them about
-/// the same value: their spread (interquartile range) against V's over all the data's
+/// there with another). Each of those states has just collected its reward, so a V that
+/// reads how far the reward is gives them about the same value: their spread (interquartile range) against V's over all the data's
 /// states is near 0. Bootstrapping past a cut guesses the value of the state after it,
 /// which no row leaves, and the guess may differ from goal to goal; where it differs more
 /// than V falls on the way to a goal, V ranks states across episodes by their goal
@@ -316,15 +315,13 @@ pub fn reward_ends_alike(data: &Dataset, values: &[f32]) -> Option<Check> {
         format!(
             "V at the {} states where an episode ends on its reward without a terminal (a \
              timeout on a rewarded row, or a break after it: the log cuts each episode at \
-             its goal) spreads over \
-             {:.0}% of its spread over all the data's states (interquartile ranges); each of \
-             them has just collected its reward, so a V that reads how far a reward is ranks \
-             them alike. Bootstrapping past a cut guesses the value of a state that no row \
-             leaves, and where that guess differs from goal to goal more than V falls on the \
-             way to a goal, V ranks states across episodes by their goal: where reaching the \
-             reward ends the task, end the episodes there (`reward_cuts_end = true`, which \
-             does so where the log cuts at least half of its rewards; or `terminals` on \
-             those rows)",
+             its goal) spreads over {:.0}% of its spread over all the data's states \
+             (interquartile ranges); each of them has just collected its reward, so a V that \
+             reads how far a reward is ranks them alike. Bootstrapping past a cut guesses \
+             the value of a state that no row leaves, and where that guess differs from goal \
+             to goal more than V falls on the way to a goal, V ranks states across episodes \
+             by their goal: where reaching the reward ends the task, end the episodes there \
+             (`reward_cuts_end = true`, the default; or `terminals` on those rows)",
             ends.len(),
             100.0 * ratio
         ),
