@@ -5,8 +5,9 @@ mod common;
 use common::{laq, metrics, ok};
 
 /// Every run judges its own V: the grid world's is trusted, the same data with s'
-/// shuffled is doubtful (and `--strict` makes that exit with status 4); the verdict is
-/// in `metrics.json`, `summary.txt`, `report.md` and `laq inspect DIR`.
+/// shuffled is doubtful (and `--strict` makes that exit with status 4) and says to check
+/// how the rows pair; without rewards, it says where rewards are read from. The verdict
+/// is in `metrics.json`, `summary.txt`, `report.md` and `laq inspect DIR`.
 #[test]
 fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
     use laq::data::Dataset;
@@ -75,16 +76,56 @@ fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
         .find(|c| c["name"] == "transitions_match")
         .unwrap();
     assert_eq!(matched["pass"], false, "{matched}");
+    // And the run says what to look at; a trusted run has no advice.
+    let advice = m["trust"]["advice"].to_string();
+    assert!(
+        advice.contains("next observation follows its own"),
+        "{advice}"
+    );
+    assert!(
+        out.contains("to try: check that each row's next observation"),
+        "{out}"
+    );
+    let good = metrics(&good.join("metrics.json"));
+    assert!(good["trust"].get("advice").is_none(), "{good}");
     let json: serde_json::Value =
         serde_json::from_str(&ok(&["inspect", bad.to_str().unwrap(), "--json"])).unwrap();
     assert_eq!(json["kind"], "run");
     assert_eq!(json["metrics"]["trust"]["verdict"], "doubtful");
+
+    // Without any reward: doubtful by `rewards`, told where rewards are read from. No
+    // state collected a return to hold V to (the check was NaN, and `laq inspect` could
+    // not read the run back).
+    let mut d = Dataset::load(&grid).unwrap();
+    d.rewards.iter_mut().for_each(|r| *r = 0.0);
+    let unrewarded = dir.path().join("unrewarded.npz");
+    d.save(&unrewarded).unwrap();
+    let none = dir.path().join("none");
+    let out = ok(&[
+        "train",
+        "--data",
+        unrewarded.to_str().unwrap(),
+        "--out",
+        none.to_str().unwrap(),
+    ]);
+    assert!(out.contains("to try: no row carries a reward"), "{out}");
+    let m = metrics(&none.join("metrics.json"));
+    let checks = m["trust"]["checks"].as_array().unwrap();
+    let rewards = checks.iter().find(|c| c["name"] == "rewards").unwrap();
+    assert_eq!(rewards["pass"], false, "{rewards}");
+    assert!(
+        !checks.iter().any(|c| c["name"] == "below_data_returns"),
+        "{m}"
+    );
+    let shown = ok(&["inspect", none.to_str().unwrap()]);
+    assert!(shown.contains("verdict: DOUBTFUL"), "{shown}");
 }
 
 /// The U-maze's V with the default schedule is trusted; with `--dqn-steps 300` it ranks
 /// the maze far worse (about 0.35 against the geodesic distance, 0.88 by default), yet
 /// its seeds agree and its ranking is stable: the run is doubtful because V lies below
-/// the returns the data itself collected. The default run names, in `metrics.json` and
+/// the returns the data itself collected, and it says to train with the data's schedule.
+/// The default run names, in `metrics.json` and
 /// `report.md`, the checkpoint the checks chose. With four channels that wander on their
 /// own beside the state, the halves of the trajectories disagree on V, and the run
 /// learns again ignoring the values its labels call noise; values named in
@@ -141,6 +182,14 @@ fn an_undertrained_maze_v_is_doubtful() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert!(failed.contains(&"below_data_returns"), "{short}");
+    // The run knows it was cut short of its data's schedule, and says to train with it.
+    let advice = short["advice"].to_string();
+    assert!(advice.contains("Q-learning ran 300 steps"), "{advice}");
+    let report = std::fs::read_to_string(dir.path().join("short/report.md")).unwrap();
+    assert!(
+        report.contains("To try: Q-learning ran 300 steps"),
+        "{report}"
+    );
 
     // Channels that wander on their own (a battery, a temperature: random walks along the
     // rows) let Q-learning tell each trajectory's states apart and learn each one's own

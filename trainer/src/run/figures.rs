@@ -240,6 +240,9 @@ pub fn report(
                 );
             }
             let _ = writeln!(s);
+            for a in &trust.advice {
+                let _ = writeln!(s, "To try: {a}.\n");
+            }
         }
     }
     let _ = writeln!(

@@ -1,7 +1,9 @@
-//! One training run end to end: its settings ([`config`]), the pipeline ([`train`]), how
+//! One training run end to end: its settings ([`config`]), the pipeline ([`train`]), what
+//! to try when its V is doubtful ([`advice`]), how
 //! `laq train` starts, resumes or repeats it ([`launch`]), and the run directory it writes
 //! ([`dir`]: model, [`record`]s, [`figures`] drawn with [`plot`], report).
 
+pub mod advice;
 pub mod config;
 pub mod dir;
 pub mod figures;

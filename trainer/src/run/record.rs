@@ -164,7 +164,8 @@ pub struct RunMetrics {
     /// within an episode: a goal): V reads them, and no run learns again without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unmoved_contexts: Vec<usize>,
-    /// Mean Q-learning loss per tenth of training.
+    /// Mean Q-learning loss per tenth of training (`null` where it diverged to NaN).
+    #[serde(with = "crate::util::json::nan_f32s")]
     pub q_loss: Vec<f32>,
     /// Seconds per stage.
     pub timings_s: BTreeMap<String, f64>,

@@ -118,9 +118,11 @@ fn train_rows(
     ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
     let first = train_seed(data, cfg, device, ckpt)?;
-    with_another_seed(first, cfg, |other| {
+    let mut tr = with_another_seed(first, cfg, |other| {
         crate::util::progress::labelled("another seed", || train_seed(data, other, device, None))
-    })
+    })?;
+    super::advice::advise(data, &tr.config, tr.q_used, &mut tr.trust);
+    Ok(tr)
 }
 
 /// `first`, the run from `cfg`; where `cfg.retry_with_another_seed` and its V is doubtful
@@ -587,46 +589,40 @@ fn deep_run(
         info,
         traced: &traced,
     };
-    let mut first = deep.learn(cfg, device, ckpt)?;
+    let first = deep.learn(cfg, device, ckpt)?;
     timings.extend(first.timings.iter().cloned());
     // One-step targets whose V stays below the data's own returns: the run learns
-    // again along the trajectories, or says to.
+    // again along the trajectories (or, without the retry, says to: `advice`).
     let short = cfg.dqn.lambda == 0.0
         && first
             .trust
             .failed()
             .any(|c| c.name == trust::BELOW_DATA_RETURNS);
-    let (learned, config, retargeted) = match short {
-        true if cfg.retry_along_trajectories => {
-            let along = cfg.along_trajectories(data);
-            log::info!(
-                "one-step targets left V below the data's own returns: Q-learning \
-                 again along the data's trajectories (`dqn.lambda = 1`, \
-                 `dqn.target_update = {}`, `dqn.gamma = {}`)",
-                along.dqn.target_update,
-                along.dqn.gamma
-            );
-            let second = deep.learn(&along, device, None)?;
-            let exported = trust::preferred(&second.trust, &first.trust);
-            let record = retargeted(&first.trust, &second.trust, &along, exported);
-            log::info!("{record}");
-            timings.extend(
-                second
-                    .timings
-                    .iter()
-                    .map(|(k, v)| (format!("again: {k}"), *v)),
-            );
-            match exported {
-                true => (second, along, Some(record)),
-                false => (first, cfg.clone(), Some(record)),
-            }
+    let (learned, config, retargeted) = if short && cfg.retry_along_trajectories {
+        let along = cfg.along_trajectories(data);
+        log::info!(
+            "one-step targets left V below the data's own returns: Q-learning \
+             again along the data's trajectories (`dqn.lambda = 1`, \
+             `dqn.target_update = {}`, `dqn.gamma = {}`)",
+            along.dqn.target_update,
+            along.dqn.gamma
+        );
+        let second = deep.learn(&along, device, None)?;
+        let exported = trust::preferred(&second.trust, &first.trust);
+        let record = retargeted(&first.trust, &second.trust, &along, exported);
+        log::info!("{record}");
+        timings.extend(
+            second
+                .timings
+                .iter()
+                .map(|(k, v)| (format!("again: {k}"), *v)),
+        );
+        match exported {
+            true => (second, along, Some(record)),
+            false => (first, cfg.clone(), Some(record)),
         }
-        true => {
-            let advice = one_step_advice(data, cfg);
-            first.trust.advise(trust::BELOW_DATA_RETURNS, &advice);
-            (first, cfg.clone(), None)
-        }
-        false => (first, cfg.clone(), None),
+    } else {
+        (first, cfg.clone(), None)
     };
     let mut trust = learned.trust.clone();
     if config.halves_agree && !data.is_image() {
@@ -1357,32 +1353,6 @@ fn retargeted(one_step: &Trust, again: &Trust, along: &TrainConfig, exported: bo
     }
 }
 
-/// What to try when V of a run with one-step targets stays below the data's own returns:
-/// value travels one transition per target copy, so states near as many steps from a
-/// reward as there are copies get theirs late, if at all, and targets along the data's
-/// own trajectories carry it the whole way at every copy (docs/trust.md, "Long horizons
-/// in frames"; ALE Freeway with a mostly-up policy, whose far states lie 94 steps from a
-/// crossing: 0.843 and doubtful with one-step targets, 0.902 and trusted along its
-/// trajectories).
-fn one_step_advice(data: &Dataset, cfg: &TrainConfig) -> String {
-    let copies = cfg.dqn.steps / cfg.dqn.target_update.max(1);
-    let far = super::config::Horizon::of(data)
-        .map(|h| {
-            format!(
-                ", and nine in ten of the data's rewarded states lie within {} steps of a reward",
-                h.far
-            )
-        })
-        .unwrap_or_default();
-    format!(
-        "this run's targets are one step (`dqn.lambda = 0`): value travels one transition \
-         per target copy, {copies} copies here{far}; targets along the data's own \
-         trajectories carry it the whole way (`dqn.lambda = 1`, `dqn.target_update = {}`: \
-         docs/trust.md, \"Long horizons in frames\")",
-        cfg.along_trajectories(data).dqn.target_update
-    )
-}
-
 /// Lowers each state's V in `target` to the bound of that state (the value of the fewest
 /// steps to a reward through the data: [`trust::Traced::bound`]) before V is fitted for
 /// export, where the run bounds its bootstraps so (`fit_bound`, `path_bound`, trajectory
@@ -1564,7 +1534,11 @@ mod tests {
             true => trust::Verdict::Trusted,
             false => trust::Verdict::Doubtful,
         };
-        Trust { verdict, checks }
+        Trust {
+            verdict,
+            checks,
+            advice: vec![],
+        }
     }
 
     /// Values already ignored, read by a density gate, or contexts (a goal) are not tried.
@@ -2175,22 +2149,6 @@ mod tests {
         assert_eq!(near_max_shown(&returns, &traced, 0.99, 1.0), 0.0);
     }
 
-    /// A run with one-step targets is told what to try where V stays below the data's
-    /// returns; one along the trajectories is not.
-    #[test]
-    fn one_step_runs_are_advised_trajectory_targets() {
-        let d = line_of_four();
-        let images = TrainConfig::images(&[1, 1, 1]);
-        let advice = one_step_advice(&d, &images);
-        let copies = images.dqn.steps / images.dqn.target_update;
-        assert!(
-            advice.contains(&format!("{copies} copies"))
-                && advice.contains("within 3 steps")
-                && advice.contains("`dqn.lambda = 1`"),
-            "{advice}"
-        );
-    }
-
     /// One-step targets that leave V below the data's returns train again along the
     /// trajectories; the V the checks prefer is exported, and `config.toml`'s settings
     /// give it again in one Q-learning. A run without the retry keeps its one-step V and
@@ -2230,8 +2188,9 @@ mod tests {
         assert!(kept.retargeted.is_none() && kept.config.dqn.lambda == 0.0);
         let advised = kept
             .trust
-            .failed()
-            .any(|c| c.name == trust::BELOW_DATA_RETURNS && c.why.contains("`dqn.lambda = 1`"));
+            .advice
+            .iter()
+            .any(|a| a.contains("`dqn.lambda = 1`"));
         assert!(advised, "{}", kept.trust);
     }
 

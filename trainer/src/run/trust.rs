@@ -42,6 +42,9 @@ impl Verdict {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     pub name: String,
+    /// `null` in `metrics.json` where it is NaN (a number that could not be computed, as
+    /// `below_data_returns` was without any reward: the run directory still reads).
+    #[serde(with = "crate::util::json::nan_f64")]
     pub value: f64,
     pub threshold: f64,
     pub pass: bool,
@@ -49,11 +52,14 @@ pub struct Check {
     pub why: String,
 }
 
-/// `metrics.json["trust"]`: the verdict and every check made.
+/// `metrics.json["trust"]`: the verdict, every check made, and for a doubtful V what to
+/// try ([`crate::run::advice`]; absent where there is nothing to say).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trust {
     pub verdict: Verdict,
     pub checks: Vec<Check>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advice: Vec<String>,
 }
 
 impl Trust {
@@ -228,6 +234,9 @@ impl fmt::Display for Trust {
                 for c in self.failed().take(2) {
                     writeln!(f, "  {}: {}", c.name, c.why)?;
                 }
+                for a in &self.advice {
+                    writeln!(f, "  to try: {a}")?;
+                }
             }
         }
         for c in &self.checks {
@@ -329,8 +338,9 @@ pub fn reward_ends_alike(data: &Dataset, values: &[f32]) -> Option<Check> {
 }
 
 impl Trust {
-    /// Adds `what to try` to the reason of the check named `name` where it failed: what a
-    /// run knows of its own settings that the check alone does not.
+    /// Adds `what_to_try` to the run's advice where a check named in `names` failed: what
+    /// a run knows of its own data and settings that the checks alone do not say. The
+    /// same advice is given once.
     ///
     /// ```
     /// use laq::run::trust::{Check, Trust, Verdict};
@@ -341,15 +351,17 @@ impl Trust {
     ///     pass: false,
     ///     why: "V is below the data's returns".into(),
     /// };
-    /// let mut t = Trust { verdict: Verdict::Doubtful, checks: vec![failed] };
-    /// t.advise("below_data_returns", "train longer");
-    /// assert_eq!(t.checks[0].why, "V is below the data's returns; train longer");
-    /// t.advise("seed_agreement", "no such failure: nothing added");
-    /// assert_eq!(t.checks.len(), 1);
+    /// let mut t = Trust { verdict: Verdict::Doubtful, checks: vec![failed], advice: vec![] };
+    /// t.advise(&["converged", "below_data_returns"], "train longer");
+    /// t.advise(&["below_data_returns"], "train longer");
+    /// assert_eq!(t.advice, ["train longer"]);
+    /// t.advise(&["seed_agreement"], "no such failure: nothing added");
+    /// assert_eq!(t.advice.len(), 1);
     /// ```
-    pub fn advise(&mut self, name: &str, what_to_try: &str) {
-        for c in self.checks.iter_mut().filter(|c| c.name == name && !c.pass) {
-            c.why = format!("{}; {what_to_try}", c.why);
+    pub fn advise(&mut self, names: &[&str], what_to_try: &str) {
+        let failed = self.failed().any(|c| names.contains(&c.name.as_str()));
+        if failed && !self.advice.iter().any(|a| a == what_to_try) {
+            self.advice.push(what_to_try.to_string());
         }
     }
 
@@ -367,10 +379,14 @@ impl Trust {
     ///     pass,
     ///     why: String::new(),
     /// };
-    /// let t = |checks: Vec<Check>| Trust { verdict: Verdict::Doubtful, checks };
+    /// let t = |checks: Vec<Check>| Trust { verdict: Verdict::Doubtful, checks, advice: vec![] };
     /// assert!(t(vec![check("halves_agree", false), check("choice_holds", false)]).unsteady());
     /// assert!(!t(vec![check("halves_agree", false), check("path_ranking", false)]).unsteady());
-    /// let trusted = Trust { verdict: Verdict::Trusted, checks: vec![check("rewards", true)] };
+    /// let trusted = Trust {
+    ///     verdict: Verdict::Trusted,
+    ///     checks: vec![check("rewards", true)],
+    ///     advice: vec![],
+    /// };
     /// assert!(!trusted.unsteady());
     /// ```
     pub fn unsteady(&self) -> bool {
@@ -393,7 +409,7 @@ impl Trust {
     ///
     /// ```
     /// use laq::run::trust::{Trust, Verdict};
-    /// let t = Trust { verdict: Verdict::Trusted, checks: vec![] };
+    /// let t = Trust { verdict: Verdict::Trusted, checks: vec![], advice: vec![] };
     /// assert!(t.caveat().unwrap().contains("path_ranking"));
     /// ```
     pub fn caveat(&self) -> Option<&'static str> {
@@ -981,8 +997,11 @@ pub fn assess(e: &Evidence) -> Trust {
             ));
         }
     }
-    if let Some(returns) = e.returns {
-        let below = below_data_returns(e.values, returns);
+    // Without a state that collected a return (no reward) the check does not apply.
+    let below = e
+        .returns
+        .map(|returns| below_data_returns(e.values, returns));
+    if let Some(below) = below.filter(|b| b.is_finite()) {
         checks.push(check(
             BELOW_DATA_RETURNS,
             below,
@@ -1056,7 +1075,11 @@ pub fn assess(e: &Evidence) -> Trust {
     } else {
         Verdict::Doubtful
     };
-    Trust { verdict, checks }
+    Trust {
+        verdict,
+        checks,
+        advice: vec![],
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! What every layer uses: atomic file writes, the one safetensors writer, logging and
-//! progress bars, statistics, nearest neighbours, the memory left for a dataset.
+//! progress bars, statistics, nearest neighbours, the memory left for a dataset, numbers
+//! in JSON that may be NaN.
 
 pub mod io;
+pub mod json;
 pub mod memory;
 pub mod neighbours;
 pub mod parallel;
