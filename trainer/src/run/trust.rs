@@ -91,10 +91,12 @@ impl Trust {
 
 /// The check that the checkpoint chosen by the checks is not a lone pass: of the
 /// checkpoints from the chosen one to the last (`failed`, the number of checks each fails,
-/// in order), at least half pass every check. Choosing among many checkpoints by the
-/// checks and then judging the choice by the same checks favours a pass; Q-learning
-/// after the chosen checkpoint continues from it, so a V whose checks hold only there
-/// passed by the chance of the choice.
+/// in order), at least half pass every check, or the last two do. Choosing among many
+/// checkpoints by the checks and then judging the choice by the same checks favours a
+/// pass; Q-learning after the chosen checkpoint continues from it, so a V whose checks
+/// hold only there passed by the chance of the choice. Where the last two checkpoints,
+/// which no choice picked, pass every check, Q-learning ends passing, and a choice
+/// before them found no lone pass, whatever the checkpoints between failed.
 ///
 /// ```
 /// use laq::run::trust::choice_holds;
@@ -103,22 +105,32 @@ impl Trust {
 /// assert!(!c.pass && c.value == 0.25);
 /// // One of the last two passing is enough.
 /// assert!(choice_holds(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 8).pass);
+/// // Chosen at the first, the middle failing: the last two passing is enough.
+/// let c = choice_holds(&[0, 2, 2, 0, 1, 1, 1, 1, 0, 0], 0);
+/// assert!(c.pass && c.value == 0.4);
+/// assert!(!choice_holds(&[0, 2, 2, 0, 1, 1, 1, 0, 1, 0], 0).pass);
 /// ```
 pub fn choice_holds(failed: &[usize], chosen: usize) -> Check {
     let after = failed.get(chosen..).unwrap_or_default();
     let passing = after.iter().filter(|&&f| f == 0).count();
     let share = passing as f64 / after.len().max(1) as f64;
+    let ends_passing = failed.len() >= 2 && failed[failed.len() - 2..].iter().all(|&f| f == 0);
     check(
         CHOICE_HOLDS,
         share,
         0.5,
-        share >= 0.5,
+        share >= 0.5 || ends_passing,
         format!(
             "the exported checkpoint was chosen by these checks among {}; {passing} of the {} \
-             checkpoints from it to the last pass every check: a V that passes where the \
+             checkpoints from it to the last pass every check{}: a V that passes where the \
              later ones fail passed by the chance of being chosen among many",
             failed.len(),
-            after.len()
+            after.len(),
+            if ends_passing {
+                ", the last two among them"
+            } else {
+                ""
+            }
         ),
     )
 }
