@@ -59,6 +59,10 @@ from collections import deque
 import numpy as np
 
 
+# The target cell of each layout when --goal is not given: the cells the docs' runs use.
+GOALS = {"PointMaze_Large": "7,9", "PointMaze_Medium": "6,6", "PointMaze_UMaze": "1,1"}
+
+
 def generate(a):
     import gymnasium as gym
     import gymnasium_robotics
@@ -75,9 +79,15 @@ def generate(a):
     noise = at_rate(env.point_env, a.hz, a.noise)
     length = round(10 * a.hz)
     cells, routes = cell_routes(grid)
-    gi, gj = map(int, a.goal.split(","))
+    goal = a.goal or next((g for k, g in GOALS.items() if a.env.startswith(k)), None)
+    if goal is None:
+        raise SystemExit(f"{a.env} has no default target: give --goal row,col")
+    gi, gj = map(int, goal.split(","))
+    if not (0 <= gi < grid.shape[0] and 0 <= gj < grid.shape[1]):
+        rows, cols = grid.shape
+        raise SystemExit(f"--goal {goal} lies outside the {rows}x{cols} map of {a.env}")
     if grid[gi, gj] != 0:
-        raise SystemExit(f"--goal {a.goal} is a wall of {a.env}")
+        raise SystemExit(f"--goal {goal} is a wall of {a.env}")
     target = maze.cell_rowcol_to_xy(np.array([gi, gj]))
 
     obs, nxt, rew, term, tout = [], [], [], [], []
@@ -393,7 +403,11 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("gen", help="generate a dataset and its truth")
     g.add_argument("--env", default="PointMaze_Large-v3")
-    g.add_argument("--goal", default="7,9", help="the target cell, row,col of the maze map")
+    g.add_argument(
+        "--goal",
+        help="the target cell, row,col of the maze map (default: 7,9 large, 6,6 medium, "
+        "1,1 U-maze)",
+    )
     g.add_argument("--steps", type=int, default=200000)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--noise", type=float, default=0.1, help="std of the action noise")
