@@ -16,7 +16,7 @@ const LEARNING: [&str; 9] = [
     trust::BELOW_DATA_RETURNS,
     trust::SEED_AGREEMENT,
     trust::CONVERGED,
-    "not_saturated",
+    trust::NOT_SATURATED,
     trust::CHOICE_HOLDS,
     trust::HALVES_AGREE,
     trust::REWARD_ENDS_ALIKE,
@@ -59,13 +59,13 @@ pub fn advise(data: &Dataset, cfg: &TrainConfig, q: QKind, trust: &mut Trust) {
         return;
     }
     trust.advise(
-        &["rewards"],
+        &[trust::REWARDS],
         "no row carries a reward: name the array or feature that holds them (`--reward \
          KEY`), or reward each episode's last transition (`--reward episode-end`) where the \
          episodes end at their goal (docs/dataset-format.md)",
     );
     trust.advise(
-        &["transitions_match"],
+        &[trust::TRANSITIONS_MATCH],
         "check that each row's next observation follows its own observation: rows shuffled \
          apart, next observations shifted by a row, or episodes joined without their \
          boundaries give this (s' shuffled: 0.00; docs/dataset-format.md)",

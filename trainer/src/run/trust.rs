@@ -202,6 +202,18 @@ fn goals_remedy(which: &str) -> String {
     )
 }
 
+/// The check that the data has rewards at all.
+pub const REWARDS: &str = "rewards";
+
+/// The check that the labels use more than one action.
+pub const LABELS_USED: &str = "labels_used";
+
+/// The check that each row's s' lies nearer its own s than another row's.
+pub const TRANSITIONS_MATCH: &str = "transitions_match";
+
+/// The check that V is not at the largest return where the data does not put states.
+pub const NOT_SATURATED: &str = "not_saturated";
+
 /// The name of [`halves_agree`]'s check.
 pub const HALVES_AGREE: &str = "halves_agree";
 
@@ -906,7 +918,7 @@ pub fn assess(e: &Evidence) -> Trust {
         c => format!(" above the cost of {c} a step"),
     };
     checks.push(check(
-        "rewards",
+        REWARDS,
         rewarded as f64,
         1.0,
         rewarded >= 1,
@@ -922,7 +934,7 @@ pub fn assess(e: &Evidence) -> Trust {
     let used = usage.iter().filter(|&&u| u * 100 >= e.labels.len()).count();
     let top = usage.iter().copied().max().unwrap_or(0) as f64 / e.labels.len().max(1) as f64;
     checks.push(check(
-        "labels_used",
+        LABELS_USED,
         used as f64,
         2.0,
         used >= 2 && top <= 0.9,
@@ -936,7 +948,7 @@ pub fn assess(e: &Evidence) -> Trust {
     ));
     let matched = transitions_match(data);
     checks.push(check(
-        "transitions_match",
+        TRANSITIONS_MATCH,
         matched,
         0.1,
         matched >= 0.1,
@@ -1068,7 +1080,7 @@ pub fn assess(e: &Evidence) -> Trust {
     // witness, as `path_ranking` is.
     let excess = saturated - e.shown_near_max;
     checks.push(check(
-        "not_saturated",
+        NOT_SATURATED,
         excess,
         0.25,
         excess <= 0.25,
