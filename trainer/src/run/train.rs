@@ -972,13 +972,10 @@ impl Deep<'_> {
                 qlearn::dqn_group(&inputs, &cfg.dqn, &own, device, None)
             })?;
             anyhow::ensure!(!nets.is_empty(), "no Q-function was trained");
-            let mut mean = vec![0f32; all.len()];
-            for net in &nets {
-                for (s, v) in mean.iter_mut().zip(net.values_of(self.data, &all, device)?) {
-                    *s += v / nets.len() as f32;
-                }
-            }
-            Ok(mean)
+            let values = (nets.iter())
+                .map(|net| net.values_of(self.data, &all, device))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(mean_of(&values))
         };
         let jobs = crate::util::parallel::jobs(device).min(2);
         let values = crate::util::parallel::map(&[0, 1], jobs, learn)?;

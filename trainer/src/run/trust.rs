@@ -42,8 +42,8 @@ impl Verdict {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     pub name: String,
-    /// `null` in `metrics.json` where it is NaN (a number that could not be computed, as
-    /// `below_data_returns` was without any reward: the run directory still reads).
+    /// `null` in `metrics.json` where it is NaN (a number that could not be computed): the
+    /// run directory still reads.
     #[serde(with = "crate::util::json::nan_f64")]
     pub value: f64,
     pub threshold: f64,
@@ -294,19 +294,19 @@ pub const BELOW_DATA_RETURNS: &str = "below_data_returns";
 pub const REWARD_ENDS_ALIKE: &str = "reward_ends_alike";
 
 /// The check that V ranks alike the states where the log cuts an episode on its reward
-/// ([`Dataset::reward_cuts`]: a rewarded row, not terminal, that the next row does not
-/// go on from; Minari's goal-reaching data end each episode at its goal and go on from
-/// there with another). Each of those states has just collected its reward, so a V that
-/// reads how far the reward is gives them about the same value: their spread (interquartile range) against V's over all the data's
-/// states is near 0. Bootstrapping past a cut guesses the value of the state after it,
-/// which no row leaves, and the guess may differ from goal to goal; where it differs more
-/// than V falls on the way to a goal, V ranks states across episodes by their goal
-/// (Q-learning ends such episodes at their cuts by default:
-/// [`crate::run::config::TrainConfig::ends_at_reward_cuts`]). `None` where the log does
-/// not cut its episodes at their rewards as a rule ([`Dataset::cut_at_rewards`]: not in a
-/// replay buffer, whose every rewarded row is a cut, nor in a log whose rows break now
-/// and then within a region rewarded throughout, where V rightly differs; docs/trust.md,
-/// "Rewards where episodes are cut").
+/// ([`Dataset::reward_cuts`]: a rewarded row, not terminal, that the next row does not go
+/// on from; Minari's goal-reaching data end each episode at its goal and go on from there
+/// with another). Each of those states has just collected its reward, so a V that reads
+/// how far the reward is gives them about the same value: their spread (interquartile
+/// range) against V's over all the data's states is near 0. Bootstrapping past a cut
+/// guesses the value of the state after it, which no row leaves, and the guess may differ
+/// from goal to goal; where it differs more than V falls on the way to a goal, V ranks
+/// states across episodes by their goal (Q-learning ends such episodes at their cuts by
+/// default: [`crate::run::config::TrainConfig::ends_at_reward_cuts`]). `None` where the
+/// log does not cut its episodes at their rewards as a rule ([`Dataset::cut_at_rewards`]:
+/// not in a replay buffer, whose every rewarded row is a cut, nor in a log whose rows
+/// break now and then within a region rewarded throughout, where V rightly differs;
+/// docs/trust.md, "Rewards where episodes are cut").
 ///
 /// ```
 /// use laq::data::Dataset;
@@ -643,18 +643,22 @@ pub fn shown_near_max(returns: &[f64], ways: Option<&[f32]>, max_return: f64) ->
 }
 
 /// Share of the rows with a non-zero return of their own ([`data_returns`]) where V is
-/// below that return by more than 10% of it (NaN without such rows). The data's own
+/// below that return by more than 10% of it (`None` without such rows: no reward, and
+/// the check does not apply). The data's own
 /// trajectory is one way to act from a state, so the value of the best controller is at
 /// least its return (in expectation; the margin absorbs a fitted network's error and
 /// the luck of a single trajectory).
 ///
 /// ```
 /// let returns = [0.5, 1.0, 0.0, 2.0];
-/// assert_eq!(laq::run::trust::below_data_returns(&[0.6, 0.95, 0.0, 3.0], &returns), 0.0);
+/// use laq::run::trust::below_data_returns;
+/// assert_eq!(below_data_returns(&[0.6, 0.95, 0.0, 3.0], &returns), Some(0.0));
 /// // Half of the V of the data's best: too low where the data did better.
-/// assert_eq!(laq::run::trust::below_data_returns(&[0.25, 0.5, 0.0, 3.0], &returns), 2.0 / 3.0);
+/// assert_eq!(below_data_returns(&[0.25, 0.5, 0.0, 3.0], &returns), Some(2.0 / 3.0));
+/// // No row collected a return.
+/// assert_eq!(below_data_returns(&[0.25, 0.5], &[0.0, 0.0]), None);
 /// ```
-pub fn below_data_returns(values: &[f32], returns: &[f64]) -> f64 {
+pub fn below_data_returns(values: &[f32], returns: &[f64]) -> Option<f64> {
     let (mut below, mut rows) = (0usize, 0usize);
     for (&v, &g) in values.iter().zip(returns) {
         if g != 0.0 {
@@ -662,10 +666,7 @@ pub fn below_data_returns(values: &[f32], returns: &[f64]) -> f64 {
             below += usize::from((v as f64) < g - 0.1 * g.abs());
         }
     }
-    if rows == 0 {
-        return f64::NAN;
-    }
-    below as f64 / rows as f64
+    (rows > 0).then(|| below as f64 / rows as f64)
 }
 
 /// Queries and candidates (times the state's length) [`steps_reliability`] compares at
@@ -1021,11 +1022,7 @@ pub fn assess(e: &Evidence) -> Trust {
             ));
         }
     }
-    // Without a state that collected a return (no reward) the check does not apply.
-    let below = e
-        .returns
-        .map(|returns| below_data_returns(e.values, returns));
-    if let Some(below) = below.filter(|b| b.is_finite()) {
+    if let Some(below) = e.returns.and_then(|g| below_data_returns(e.values, g)) {
         checks.push(check(
             BELOW_DATA_RETURNS,
             below,
