@@ -544,6 +544,25 @@ impl Obs {
     }
 }
 
+/// `note` and then `more`, as one note.
+fn joined(note: Option<String>, more: String) -> Option<String> {
+    Some(match note {
+        Some(n) => format!("{n}; {more}"),
+        None => more,
+    })
+}
+
+/// The element type of the array `name` of `g` (`key` in the file) in words where it
+/// holds no number or boolean (text, a compound), `None` where it does. Only its header
+/// is read.
+fn not_numbers(g: &Group, name: &str, key: &str) -> Result<Option<String>> {
+    let (parent, leaf) = parent(g, name, key)?.ok_or_else(|| anyhow!("missing key `{key}`"))?;
+    let ds = parent
+        .dataset(leaf)
+        .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
+    Ok(element(ds.dtype()).is_none().then(|| type_name(ds.dtype())))
+}
+
 /// Where the array `name` of `g` (`key` in the file) holds frames ([`frame_of`]): a row's
 /// shape as stored, and as read, `[C, H, W]`. Only its header is read.
 fn frame_shape(g: &Group, name: &str, key: &str) -> Result<Option<(Vec<usize>, [usize; 3])>> {
@@ -671,6 +690,8 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
         bail!("key `{key}`: an empty group");
     }
     let mut note = None;
+    // Whether cameras beside vectors were left out (by default), not flattened with them.
+    let mut cameras_left_out = false;
     let keys = match pick {
         // Frames beside vectors: the vectors, as a LeRobot dataset's default is its state;
         // a camera's pixels flattened into a vector beside them would train a fully
@@ -678,11 +699,31 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
         None => {
             let mut frames = vec![];
             let mut rest = vec![];
+            let mut text = vec![];
             for k in all {
+                if let Some(t) = not_numbers(&grp, &k, &format!("{key}/{k}"))? {
+                    text.push(format!("`{k}` ({t})"));
+                    continue;
+                }
                 match frame_shape(&grp, &k, &format!("{key}/{k}"))? {
                     Some((shape, _)) => frames.push((k, shape)),
                     None => rest.push(k),
                 }
+            }
+            // Text (a mission, an instruction) is no input a network reads: left out,
+            // and said so, where numbers are beside it.
+            if frames.is_empty() && rest.is_empty() {
+                bail!(
+                    "key `{key}`: no array of numbers or booleans ({})",
+                    text.join(", ")
+                );
+            }
+            if !text.is_empty() {
+                note = Some(format!(
+                    "`{name}`: {} left out, not numbers (where it tells each episode's \
+                     goal, V does not read that goal)",
+                    text.join(", ")
+                ));
             }
             if frames.is_empty() || rest.is_empty() {
                 rest.extend(frames.into_iter().map(|(k, _)| k));
@@ -693,12 +734,16 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
                     .iter()
                     .map(|(k, shape)| format!("`{k}` ({shape:?})"))
                     .collect();
-                note = Some(format!(
-                    "`{name}` holds frames, left out of the observations: {}; `--obs-keys {}` \
-                     trains on that camera's frames instead of the vectors",
-                    named.join(", "),
-                    frames[0].0
-                ));
+                cameras_left_out = true;
+                note = joined(
+                    note,
+                    format!(
+                        "`{name}` holds frames, left out of the observations: {}; \
+                         `--obs-keys {}` trains on that camera's frames instead of the vectors",
+                        named.join(", "),
+                        frames[0].0
+                    ),
+                );
                 rest
             }
         }
@@ -761,13 +806,16 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
     let values = side_by_side(&parts, rows);
     // Frames flattened among other arrays (cameras only, or picked so) train as a vector:
     // a fully connected network on every pixel, in f32.
-    if !frames.is_empty() && note.is_none() {
-        note = Some(format!(
-            "`{name}` holds frames, {}: flattened with its other arrays into one vector of \
-             {width} values per step; `--obs-keys` naming one camera alone trains on its \
-             frames as images",
-            frames.join(", ")
-        ));
+    if !frames.is_empty() && !cameras_left_out {
+        note = joined(
+            note,
+            format!(
+                "`{name}` holds frames, {}: flattened with its other arrays into one vector \
+                 of {width} values per step; `--obs-keys` naming one camera alone trains on \
+                 its frames as images",
+                frames.join(", ")
+            ),
+        );
     }
     // Which values of the vector are which key's, in the numbering `laq inspect` shows.
     let mut at = 0;
@@ -782,11 +830,7 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             }
         })
         .collect();
-    let dims = format!("`{name}`: dims {}", dims.join(", "));
-    note = Some(match note {
-        Some(n) => format!("{n}; {dims}"),
-        None => dims,
-    });
+    let note = joined(note, format!("`{name}`: dims {}", dims.join(", ")));
     Ok(Obs {
         rows,
         shape: vec![width],

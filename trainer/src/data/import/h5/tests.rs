@@ -275,6 +275,67 @@ fn minari_episodes_and_dict_observations() {
     assert_eq!(imp.data.next_obs(4), [102.0, -2.0, 102.5]);
 }
 
+/// Text in a dict observation (MiniGrid's `mission`, as Minari stores it: a string of
+/// variable length per step) is left out by default, with a note naming it; the numbers
+/// beside it are read as before. A dict of text alone is refused, naming its keys.
+#[test]
+fn text_in_a_dict_observation_is_left_out_and_named() {
+    let text = |f: &mut Tree, key: &str| {
+        for (e, t) in [(0usize, 3usize), (1, 2)] {
+            let k = format!("episode_{e}/observations/{key}");
+            let s = DatasetBuilder::vlen_string_data(
+                &k,
+                [t as u64 + 1],
+                &vec!["get to the green goal square"; t + 1],
+            )
+            .unwrap();
+            f.insert(k, s);
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    minari_dir(dir.path(), |f| text(f, "mission"));
+    let imp = import(dir.path(), Source::Minari, &ImportOptions::default()).unwrap();
+    assert_eq!(
+        imp.obs_keys,
+        ["achieved_goal", "goal/desired", "observation"]
+    );
+    assert_eq!(imp.data.obs_shape, vec![5]);
+    assert!(
+        imp.notes
+            .iter()
+            .any(|n| n.contains("`mission` (string (variable length)) left out, not numbers")),
+        "{:?}",
+        imp.notes
+    );
+    // Named, it is read, and its type refused.
+    let pick = ImportOptions {
+        obs_keys: Some(vec!["observation".into(), "mission".into()]),
+        rewards: None,
+    };
+    let e = err(dir.path(), Source::Minari, &pick);
+    assert!(
+        e.contains(
+            "`episode_0/observations/mission`: dtype string (variable length) not supported"
+        ),
+        "{e}"
+    );
+    // Nothing but text.
+    let dir = tempfile::tempdir().unwrap();
+    minari_dir(dir.path(), |f| {
+        for (e, _) in [(0usize, 3usize), (1, 2)] {
+            for k in ["observation", "achieved_goal", "goal/desired"] {
+                f.remove(&format!("episode_{e}/observations/{k}"));
+            }
+        }
+        text(f, "mission");
+    });
+    let e = err(dir.path(), Source::Minari, &ImportOptions::default());
+    assert!(
+        e.contains("`episode_0/observations`: no array of numbers or booleans (`mission`"),
+        "{e}"
+    );
+}
+
 /// A camera in a dict observation (`pixels`, u8 [T + 1, 20, 20, 3] beside the vectors of
 /// [`minari_dir`]): named alone it is read as frames, u8, as a file's one observation
 /// array is; by default the vectors are taken without it, and picked among them it is
