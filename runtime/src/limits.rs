@@ -19,13 +19,14 @@ pub const MAX_HEADER_LEN: usize = 64 * 1024;
 pub const MAX_LAYERS: usize = 16;
 
 /// The largest state dimension of a fully connected model (`input_dim` is
-/// `1..=MAX_INPUT_DIM`). An image model's state is its image, bounded by
-/// [`MAX_IMAGE_SIDE`] and [`MAX_CHANNELS`] instead.
+/// `1..=MAX_INPUT_DIM`): room for a grid world's symbolic map flattened with the vectors
+/// beside it (MiniGrid's whole 19 x 19 x 3 grid and its heading: 1,084 values). An image
+/// model's state is its image, bounded by [`MAX_IMAGE_SIDE`] and [`MAX_CHANNELS`] instead.
 ///
 /// ```
-/// assert_eq!(laq_runtime::MAX_INPUT_DIM, 1024);
+/// assert_eq!(laq_runtime::MAX_INPUT_DIM, 4096);
 /// ```
-pub const MAX_INPUT_DIM: usize = 1024;
+pub const MAX_INPUT_DIM: usize = 4096;
 
 /// The most convolutional layers an image model may have (`num_conv` is
 /// `1..=MAX_CONV_LAYERS`).

@@ -450,7 +450,7 @@ fn invalid_metadata() {
     for (key, value) in [
         ("input_dim", "0"),
         ("input_dim", "three"),
-        ("input_dim", "1025"),
+        ("input_dim", "4097"),
         ("num_layers", "0"),
         ("num_layers", "17"),
         ("activation", "tanh"),

@@ -39,6 +39,34 @@ fn bad_inputs_fail_cleanly() {
     let out = laq(&["train", "--data", &p("junk.npz"), "--out", &p("run")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(!Path::new(&p("run")).exists());
+    // States wider than the runtime evaluates: refused before any training, naming the
+    // file and the limit, where the run once trained and wrote a model nothing could load.
+    let d = laq_runtime::MAX_INPUT_DIM + 1;
+    let wide = laq::data::Dataset {
+        obs_shape: vec![d],
+        observations: vec![0.5f32; 4 * d].into(),
+        next_observations: vec![0.25f32; 4 * d].into(),
+        rewards: vec![0.0, 0.0, 0.0, 1.0],
+        terminals: vec![false, false, false, true],
+        timeouts: None,
+        next_missing: None,
+        actions: None,
+    };
+    wide.save(Path::new(&p("wide.safetensors"))).unwrap();
+    let out = laq(&[
+        "train",
+        "--data",
+        &p("wide.safetensors"),
+        "--out",
+        &p("run"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("wide.safetensors") && err.contains(&format!("at most {} inputs", d - 1)),
+        "{err}"
+    );
+    assert!(!Path::new(&p("run")).exists());
 }
 
 #[test]

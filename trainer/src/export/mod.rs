@@ -69,6 +69,44 @@ pub struct ValueModel {
     pub density: Option<DensityGate>,
 }
 
+/// Refuses states the runtime cannot evaluate a V of, before any training: fully
+/// connected models take at most [`laq_runtime::MAX_INPUT_DIM`] values, image models
+/// frames of at most [`laq_runtime::MAX_IMAGE_SIDE`] a side and
+/// [`laq_runtime::MAX_CHANNELS`] channels.
+///
+/// ```
+/// use laq::export::fits_runtime;
+///
+/// assert!(fits_runtime(&[4]).is_ok());
+/// assert!(fits_runtime(&[12, 84, 84]).is_ok());
+/// let e = fits_runtime(&[laq_runtime::MAX_INPUT_DIM + 1]).unwrap_err().to_string();
+/// assert!(e.contains("--obs-keys"), "{e}");
+/// assert!(fits_runtime(&[3, 480, 640]).is_err());
+/// ```
+pub fn fits_runtime(obs_shape: &[usize]) -> Result<()> {
+    use laq_runtime::{MAX_CHANNELS, MAX_IMAGE_SIDE, MAX_INPUT_DIM};
+    match *obs_shape {
+        [c, h, w] if c > MAX_CHANNELS || h > MAX_IMAGE_SIDE || w > MAX_IMAGE_SIDE => bail!(
+            "frames of {obs_shape:?} ([C, H, W]): the runtime evaluates images of at most \
+             {MAX_IMAGE_SIDE} pixels a side and {MAX_CHANNELS} channels; store the frames \
+             smaller (`--image-size` for a LeRobot camera)"
+        ),
+        [_, _, _] => Ok(()),
+        _ => {
+            let d: usize = obs_shape.iter().product();
+            if d > MAX_INPUT_DIM {
+                bail!(
+                    "observations of {d} values: the runtime evaluates fully connected \
+                     models of at most {MAX_INPUT_DIM} inputs; pick fewer arrays of a dict \
+                     observation with `--obs-keys`, or store frames as u8 images to train \
+                     an image model"
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
 impl ValueModel {
     /// The Q-network as the runtime's model (V = max over its outputs): fully connected,
     /// or convolutional (version 2 of the format). BCQ's V also depends on its imitation
@@ -256,9 +294,26 @@ impl ValueModel {
         to_bytes(&entries, &meta)
     }
 
-    /// Writes the model atomically.
+    /// Writes the model atomically, once the runtime has loaded it: a file the runtime
+    /// refuses is never written.
     pub fn save(&self, path: &Path, int8: bool) -> Result<()> {
-        crate::util::io::write_atomic(path, &self.to_bytes(int8)?)
+        let bytes = self.to_bytes(int8)?;
+        if let Err(e) = laq_runtime::Model::new_checked(&bytes) {
+            bail!(
+                "{}: not written, the runtime refuses this model ({e}); inputs {:?}",
+                path.display(),
+                self.input_shape()
+            );
+        }
+        crate::util::io::write_atomic(path, &bytes)
+    }
+
+    /// The state the model reads: `[C, H, W]` for an image model, `[D]` otherwise.
+    pub fn input_shape(&self) -> Vec<usize> {
+        match &self.conv {
+            Some(c) => c.input_shape.to_vec(),
+            None => vec![self.mean.len()],
+        }
     }
 
     /// Reads a model file back (f32 or int8 weights, dequantised), checking the format.
@@ -565,6 +620,34 @@ mod tests {
             info: BTreeMap::from([("labels".to_string(), "latent".to_string())]),
             density: None,
         }
+    }
+
+    #[test]
+    fn a_model_the_runtime_refuses_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("value.safetensors");
+        model().save(&path, false).unwrap();
+        assert!(laq_runtime::Model::new_checked(&std::fs::read(&path).unwrap()).is_ok());
+        let d = laq_runtime::MAX_INPUT_DIM + 1;
+        let mut wide = model();
+        wide.mean = vec![0.0; d];
+        wide.scale = vec![1.0; d];
+        wide.layers[0].in_dim = d;
+        wide.layers[0].weight = vec![0.5; 3 * d];
+        let other = dir.path().join("wide.safetensors");
+        let e = wide.save(&other, false).unwrap_err().to_string();
+        assert!(
+            e.contains("wide.safetensors") && e.contains("not written"),
+            "{e}"
+        );
+        assert!(!other.exists());
+        // A file already there stays as it was.
+        std::fs::copy(&path, &other).unwrap();
+        assert!(wide.save(&other, false).is_err());
+        assert_eq!(
+            std::fs::read(&other).unwrap(),
+            std::fs::read(&path).unwrap()
+        );
     }
 
     #[test]

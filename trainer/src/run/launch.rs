@@ -82,6 +82,8 @@ pub fn launch(
         log::info!("{}: {line}", data_path.display());
     }
     let data = loaded.data;
+    crate::export::fits_runtime(&data.obs_shape)
+        .with_context(|| format!("{}", data_path.display()))?;
     if let Start::Repeat { dir, .. } = start {
         if RunInfo::read(dir)?.data_fingerprint != data.fingerprint() {
             bail!(

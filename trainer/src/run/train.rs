@@ -88,6 +88,7 @@ pub fn train(
     device: &Device,
     ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
+    crate::export::fits_runtime(&data.obs_shape)?;
     let Some((left_out, carried)) = ContextsLeftOut::of(data) else {
         return train_rows(data, cfg, device, ckpt);
     };
