@@ -5,6 +5,7 @@ use crate::data::read::ReadOptions;
 use crate::data::{Actions, Dataset, ObsStorage};
 use crate::run::config::Horizon;
 use crate::run::record::ContextsLeftOut;
+use crate::run::trust::TRANSITIONS_MATCH_MIN;
 use anyhow::{Context, Result};
 use laq_runtime::format::{MetaKey, CONV_KERNEL, CONV_PADDING, CONV_STRIDE, NAME};
 use laq_runtime::Model;
@@ -500,6 +501,9 @@ pub struct DatasetReport {
     pub steps_to_reward: Option<Horizon>,
     pub terminals: usize,
     pub timeouts: Option<usize>,
+    /// `laq train`'s `transitions_match` on this data ([`crate::run::trust::transitions_match`]):
+    /// whether each row's next observation is its own. Absent with fewer than two rows.
+    pub transitions_match: Option<f64>,
     pub actions: Option<ActionReport>,
     /// What reading did: the source format, rows left out and why, rows without a next
     /// observation, assumptions.
@@ -570,6 +574,14 @@ fn dataset(path: &Path, read: &ReadOptions) -> Result<DatasetReport> {
             "{unchanged} of {n} transitions do not change the observation"
         ));
     }
+    let matched = Some(crate::run::trust::transitions_match(&d)).filter(|m| m.is_finite());
+    if let Some(m) = matched.filter(|&m| m < TRANSITIONS_MATCH_MIN) {
+        problems.push(format!(
+            "next observations lie no nearer their own observations than other rows' do \
+             (transitions_match {m:.2}, below {TRANSITIONS_MATCH_MIN}): rows shuffled apart or \
+             mismatched; `laq train` will call its V doubtful"
+        ));
+    }
     let rewarded = d.rewards.iter().filter(|&&r| r != 0.0).count();
     if rewarded == 0 {
         problems.push("no transition has a reward: every value will be 0".into());
@@ -626,6 +638,7 @@ fn dataset(path: &Path, read: &ReadOptions) -> Result<DatasetReport> {
             .timeouts
             .as_ref()
             .map(|t| t.iter().filter(|&&x| x).count()),
+        transitions_match: matched,
         actions,
         reading,
         contexts: ContextsLeftOut::of(&d).map(|(c, _)| c),
@@ -692,6 +705,14 @@ impl fmt::Display for DatasetReport {
                 h.far,
                 h.rows,
                 100.0 * h.rows as f64 / n.max(1) as f64
+            )?;
+        }
+        if let Some(m) = self.transitions_match {
+            writeln!(
+                f,
+                "  rows that pair: transitions_match {m:.2} (the share of rows whose next \
+                 observation lies nearer their own observation than another row's does, less \
+                 the share farther; about 0 when shuffled)"
             )?;
         }
         let actions = match &self.actions {
@@ -779,6 +800,22 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("continuous, 2 per step"), "{text}");
+        assert!(j["transitions_match"].as_f64().unwrap() > 0.5, "{text}");
+
+        // Next observations moved to other rows: no nearer their own observations.
+        let mut d = m.generate(2000, 500, 1);
+        let idx: Vec<usize> = (0..2000).map(|i| (i * 7919 + 13) % 2000).collect();
+        d.next_observations = d.select(&idx).next_observations;
+        d.save(&p).unwrap();
+        let (text, j) = inspect(&p, None).unwrap();
+        assert!(
+            j["transitions_match"].as_f64().unwrap().abs() < 0.1,
+            "{text}"
+        );
+        assert!(
+            text.contains("problem: next observations lie no nearer their own observations"),
+            "{text}"
+        );
 
         // Shuffled rows break the time order inside episodes.
         let d = m.generate(2000, 500, 1);

@@ -68,7 +68,7 @@ pub fn advise(data: &Dataset, cfg: &TrainConfig, q: QKind, trust: &mut Trust) {
         &[trust::TRANSITIONS_MATCH],
         "check that each row's next observation follows its own observation: rows shuffled \
          apart, next observations shifted by a row, or episodes joined without their \
-         boundaries give this (s' shuffled: 0.00; docs/dataset-format.md)",
+         boundaries give this (s' shuffled: about 0; docs/dataset-format.md)",
     );
     let deep = !matches!(q, QKind::Tabular | QKind::Auto);
     if !deep {
