@@ -24,6 +24,17 @@ goal, by breadth-first search, saved as `<out>_truth.npy`: V should rank the fra
     laq predict --model run/value.safetensors --data grid.npz --out v.csv
     python3 scripts/pointmaze.py score grid_truth.npy v.csv
 
+`--minari ID` records the environment's own observations through Minari's
+`DataCollector` instead, as Minari's MiniGrid datasets hold them: a dict of `direction`,
+`image` (the symbolic encoding of the 7 x 7 cells ahead, `[7, 7, 3]` u8: object, colour,
+state) and `mission` (text); with `--view full`, `image` is the whole grid so encoded
+(`FullyObsWrapper`, as the `optimal-fullobs` datasets). The same layout, starts,
+controller and reward; the truth, in the dataset's row order, is saved at `--out`.
+
+    python3 -m pip install numpy minigrid "minari[create]"
+    MINARI_DATASETS_PATH=datasets python3 scripts/rooms.py --minari minigrid/rooms/noisy-v0 --out rooms_truth.npy
+    laq train --data datasets/minigrid/rooms/noisy-v0 --out run
+
 docs/trust.md ("Frames another tool renders") has the figures this data gave.
 """
 from collections import deque
@@ -53,16 +64,11 @@ def fewest_actions(free, target, dir_vec):
     return steps
 
 
-def generate(a):
-    import gymnasium as gym
+def layout(u, a):
+    """The free cells of the reset grid `u`, its goal, the unit step of each facing, the
+    fewest actions to the goal from every pose, and the cells to start from."""
     from minigrid.core.constants import DIR_TO_VEC
-    from minigrid.wrappers import RGBImgObsWrapper, RGBImgPartialObsWrapper
 
-    env = gym.make(a.env, max_steps=10**9)
-    wrap = RGBImgObsWrapper if a.view == "full" else RGBImgPartialObsWrapper
-    view = wrap(env, tile_size=a.tile)
-    u = env.unwrapped
-    view.reset(seed=a.layout)
     cells = [(i, j) for i in range(u.width) for j in range(u.height)]
     free = {c for c in cells if u.grid.get(*c) is None or u.grid.get(*c).can_overlap()}
     goals = [c for c in cells if u.grid.get(*c) is not None and u.grid.get(*c).type == "goal"]
@@ -73,6 +79,36 @@ def generate(a):
     to_goal = fewest_actions(free, goal, dir_vec)
     # Cells walled off from the goal (a crossing's closed pockets) are never visited.
     starts = sorted(c for c in free if c != goal and (c[0], c[1], 0) in to_goal)
+    return free, goal, dir_vec, to_goal, starts
+
+
+def controller(a, free, goal, dir_vec, starts, rng):
+    """The noisy waypoint controller: a function of the pose, for one episode."""
+    plan = {"waypoint": None}
+
+    def act(pose):
+        if plan["waypoint"] is None or pose[:2] == plan["waypoint"]:
+            plan["waypoint"] = starts[rng.integers(len(starts))]
+            if rng.random() < 0.25:
+                plan["waypoint"] = goal
+            plan["to"] = fewest_actions(free, plan["waypoint"], dir_vec)
+        if rng.random() < a.random:
+            return int(rng.integers(3))
+        return best_action(pose, plan["to"], free, dir_vec)
+
+    return act
+
+
+def generate(a):
+    import gymnasium as gym
+    from minigrid.wrappers import RGBImgObsWrapper, RGBImgPartialObsWrapper
+
+    env = gym.make(a.env, max_steps=10**9)
+    wrap = RGBImgObsWrapper if a.view == "full" else RGBImgPartialObsWrapper
+    view = wrap(env, tile_size=a.tile)
+    u = env.unwrapped
+    view.reset(seed=a.layout)
+    free, goal, dir_vec, to_goal, starts = layout(u, a)
     rng = np.random.default_rng(a.seed)
     obs, rew, term, tout, truth = [], [], [], [], []
     nxt = []
@@ -81,19 +117,10 @@ def generate(a):
         u.agent_pos = np.array(starts[rng.integers(len(starts))])
         u.agent_dir = int(rng.integers(4))
         s = view.observation(u.gen_obs())["image"]
-        waypoint, plan = None, None
+        act = controller(a, free, goal, dir_vec, starts, rng)
         for t in range(500):
             pose = (int(u.agent_pos[0]), int(u.agent_pos[1]), int(u.agent_dir))
-            if waypoint is None or pose[:2] == waypoint:
-                waypoint = starts[rng.integers(len(starts))]
-                if rng.random() < 0.25:
-                    waypoint = goal
-                plan = fewest_actions(free, waypoint, dir_vec)
-            if rng.random() < a.random:
-                action = int(rng.integers(3))
-            else:
-                action = best_action(pose, plan, free, dir_vec)
-            _, _, hit, _, _ = view.step(action)
+            _, _, hit, _, _ = view.step(act(pose))
             s2 = view.observation(u.gen_obs())["image"]
             obs.append(s)
             nxt.append(s2)
@@ -119,6 +146,66 @@ def generate(a):
           f"{-min(truth)} (most)")
 
 
+def minari_rooms(a):
+    """The same episodes recorded by Minari's `DataCollector` with the environment's own
+    observations (see the module's docstring)."""
+    import string
+
+    import gymnasium as gym
+    import minari
+    from minari import DataCollector
+    from minigrid.wrappers import FullyObsWrapper
+
+    rng = np.random.default_rng(a.seed)
+
+    class Start(gym.Wrapper):
+        """Each reset: the layout `--layout`, the agent on a random start facing a random
+        way. The reward is 1 on the goal (MiniGrid's own falls with the steps taken). The
+        mission is text, as Minari stores it (it cannot store MiniGrid's own space)."""
+
+        def __init__(self, env):
+            super().__init__(env)
+            chars = string.ascii_letters + string.digits + " ,.'-"
+            self.observation_space = gym.spaces.Dict(
+                {**env.observation_space.spaces, "mission": gym.spaces.Text(200, charset=chars)}
+            )
+
+        def reset(self, *, seed=None, options=None):
+            self.env.reset(seed=a.layout)
+            u = self.env.unwrapped
+            u.agent_pos = np.array(starts[rng.integers(len(starts))])
+            u.agent_dir = int(rng.integers(4))
+            return u.gen_obs(), {}
+
+        def step(self, action):
+            obs, _, hit, cut, info = self.env.step(action)
+            return obs, 1.0 if hit else 0.0, hit, cut, info
+
+    inner = gym.make(a.env, max_steps=500)
+    u = inner.unwrapped
+    inner.reset(seed=a.layout)
+    free, goal, dir_vec, to_goal, starts = layout(u, a)
+    env = Start(inner)
+    if a.view == "full":
+        env = FullyObsWrapper(env)
+    env = DataCollector(env, record_infos=False)
+    truth, steps = [], 0
+    while steps < a.steps:
+        env.reset()
+        act = controller(a, free, goal, dir_vec, starts, rng)
+        while True:
+            pose = (int(u.agent_pos[0]), int(u.agent_pos[1]), int(u.agent_dir))
+            truth.append(-to_goal[pose])
+            steps += 1
+            _, _, hit, cut, _ = env.step(act(pose))
+            if hit or cut:
+                break
+    ds = env.create_dataset(dataset_id=a.minari, algorithm_name="noisy waypoint controller")
+    np.save(a.out, np.asarray(truth, np.float32))
+    where = minari.storage.get_dataset_path(a.minari)
+    print(f"{where}: {ds.total_steps} transitions in {ds.total_episodes} episodes; truth {a.out}")
+
+
 def best_action(pose, plan, free, dir_vec):
     """The action that brings `pose` one step nearer the plan's target."""
     x, y, d = pose
@@ -135,12 +222,16 @@ def main():
         p.add_argument("--layout", type=int, default=3, help="the seed of the layout and goal")
         p.add_argument("--tile", type=int, default=4, help="pixels a cell")
         p.add_argument("--view", choices=("full", "partial"), default="full")
+        p.add_argument("--minari", metavar="ID", help="record through Minari as this dataset id")
         p.set_defaults(steps=30000)
 
     a = arguments(__doc__, "share of random actions", random=0.2, more=more)
     if a.tile < 1:
         raise SystemExit(f"--tile {a.tile}: pixels a cell, 1 or more")
-    generate(a)
+    if a.minari:
+        minari_rooms(a)
+    else:
+        generate(a)
 
 
 if __name__ == "__main__":

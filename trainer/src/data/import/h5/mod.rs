@@ -552,15 +552,28 @@ fn joined(note: Option<String>, more: String) -> Option<String> {
     })
 }
 
-/// The element type of the array `name` of `g` (`key` in the file) in words where it
-/// holds no number or boolean (text, a compound), `None` where it does. Only its header
-/// is read.
-fn not_numbers(g: &Group, name: &str, key: &str) -> Result<Option<String>> {
+/// What an array of a dict observation is to its default reading, from its header alone.
+enum Member {
+    /// No number or boolean (text, a compound): its element type in words.
+    Text(String),
+    /// A camera's frames: a row's shape as stored.
+    Camera(Vec<usize>),
+    /// Numbers: how many a row holds.
+    Values(usize),
+}
+
+/// The array `name` of `g` (`key` in the file) as a [`Member`].
+fn member(g: &Group, name: &str, key: &str) -> Result<Member> {
     let (parent, leaf) = parent(g, name, key)?.ok_or_else(|| anyhow!("missing key `{key}`"))?;
     let ds = parent
         .dataset(leaf)
         .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
-    Ok(element(ds.dtype()).is_none().then(|| type_name(ds.dtype())))
+    let row: Vec<usize> = ds.shape().iter().skip(1).map(|&d| d as usize).collect();
+    Ok(match element(ds.dtype()) {
+        None => Member::Text(type_name(ds.dtype())),
+        Some((DType::U8, _)) if frame_of(&row).is_some() => Member::Camera(row),
+        Some(_) => Member::Values(row.iter().product()),
+    })
 }
 
 /// Where the array `name` of `g` (`key` in the file) holds frames ([`frame_of`]): a row's
@@ -700,14 +713,15 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
             let mut frames = vec![];
             let mut rest = vec![];
             let mut text = vec![];
+            let mut width = 0;
             for k in all {
-                if let Some(t) = not_numbers(&grp, &k, &format!("{key}/{k}"))? {
-                    text.push(format!("`{k}` ({t})"));
-                    continue;
-                }
-                match frame_shape(&grp, &k, &format!("{key}/{k}"))? {
-                    Some((shape, _)) => frames.push((k, shape)),
-                    None => rest.push(k),
+                match member(&grp, &k, &format!("{key}/{k}"))? {
+                    Member::Text(t) => text.push(format!("`{k}` ({t})")),
+                    Member::Camera(shape) => frames.push((k, shape)),
+                    Member::Values(n) => {
+                        width += n;
+                        rest.push(k);
+                    }
                 }
             }
             // Text (a mission, an instruction) is no input a network reads: left out,
@@ -729,6 +743,24 @@ fn observations(g: &Group, key: &str, name: &str, pick: Option<&[String]>) -> Re
                 rest.extend(frames.into_iter().map(|(k, _)| k));
                 rest.sort();
                 rest
+            } else if width == 1 {
+                // One number a row (MiniGrid's heading) is no state beside a camera, as a
+                // robot's state vector is: the frames are.
+                note = joined(
+                    note,
+                    format!(
+                        "`{name}`: `{}` (one number a row) left out beside frames, which are \
+                         read; `--obs-keys {}` flattens all into one vector",
+                        rest[0],
+                        frames
+                            .iter()
+                            .map(|(k, _)| k.as_str())
+                            .chain([rest[0].as_str()])
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                );
+                frames.into_iter().map(|(k, _)| k).collect()
             } else {
                 let named: Vec<String> = frames
                     .iter()

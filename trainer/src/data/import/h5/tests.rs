@@ -403,6 +403,53 @@ fn a_camera_of_a_dict_observation_named_alone_stays_frames() {
     assert_eq!(imp.data.obs(4), [101.0, -1.0]);
 }
 
+/// A dict observation as Minari records MiniGrid: the heading (`direction`, one number a
+/// row), a grid's symbolic encoding (`image`, u8: the agent's own 7 x 7 cells, or the
+/// whole 19 x 19 grid) and the mission (text). The grid is read as frames, as a camera
+/// is; the lone heading beside it is no state, and is left out.
+#[test]
+fn a_minigrid_dict_reads_its_grid_by_default() {
+    for side in [7usize, 19] {
+        let dir = tempfile::tempdir().unwrap();
+        minari_dir(dir.path(), |f| {
+            for (e, t) in [(0usize, 3usize), (1, 2)] {
+                for k in ["observation", "achieved_goal", "goal/desired"] {
+                    f.remove(&format!("episode_{e}/observations/{k}"));
+                }
+                let o = format!("episode_{e}/observations");
+                let heading: Vec<i64> = (0..=t as i64).map(|s| s % 4).collect();
+                put(f, &format!("{o}/direction"), &[t + 1], &heading);
+                let cells = side * side * 3;
+                let grid: Vec<u8> = (0..=t)
+                    .flat_map(|s| (0..cells).map(move |i| ((e + s + i) % 11) as u8))
+                    .collect();
+                put(f, &format!("{o}/image"), &[t + 1, side, side, 3], &grid);
+                let k = format!("{o}/mission");
+                let m = DatasetBuilder::vlen_string_data(
+                    &k,
+                    [t as u64 + 1],
+                    &vec!["get to the green goal square"; t + 1],
+                )
+                .unwrap();
+                f.insert(k, m);
+            }
+        });
+        let imp = import(dir.path(), Source::Minari, &ImportOptions::default()).unwrap();
+        let notes = imp.notes.join(" | ");
+        assert_eq!(imp.obs_keys, ["image"]);
+        // Channels-last where the frames are large enough to tell ([`FrameLayout`]).
+        let shape = if side == 7 { [7, 7, 3] } else { [3, 19, 19] };
+        assert_eq!(imp.data.obs_shape, shape);
+        assert!(imp.data.observations.as_u8().is_some());
+        assert!(
+            notes.contains("`direction` (one number a row) left out beside frames")
+                && notes.contains("`--obs-keys image,direction`")
+                && notes.contains("`mission`"),
+            "{notes}"
+        );
+    }
+}
+
 #[test]
 fn episodes_are_read_in_numeric_order() {
     let dir = tempfile::tempdir().unwrap();
