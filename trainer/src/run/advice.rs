@@ -67,8 +67,8 @@ pub fn advise(data: &Dataset, cfg: &TrainConfig, q: QKind, trust: &mut Trust) {
     trust.advise(
         &[trust::TRANSITIONS_MATCH],
         "check that each row's next observation follows its own observation: rows shuffled \
-         apart, next observations shifted by a row, or episodes joined without their \
-         boundaries give this (s' shuffled: about 0; docs/dataset-format.md)",
+         apart, or next observations taken from other rows or other episodes, give this \
+         (s' shuffled: about 0; docs/dataset-format.md)",
     );
     let deep = !matches!(q, QKind::Tabular | QKind::Auto);
     if !deep {
