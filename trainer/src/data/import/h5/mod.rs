@@ -579,15 +579,10 @@ fn member(g: &Group, name: &str, key: &str) -> Result<Member> {
 /// Where the array `name` of `g` (`key` in the file) holds frames ([`frame_of`]): a row's
 /// shape as stored, and as read, `[C, H, W]`. Only its header is read.
 fn frame_shape(g: &Group, name: &str, key: &str) -> Result<Option<(Vec<usize>, [usize; 3])>> {
-    let (parent, leaf) = parent(g, name, key)?.ok_or_else(|| anyhow!("missing key `{key}`"))?;
-    let ds = parent
-        .dataset(leaf)
-        .map_err(|e| anyhow!("key `{key}`: cannot open ({e})"))?;
-    if !matches!(element(ds.dtype()), Some((DType::U8, _))) {
-        return Ok(None);
-    }
-    let row: Vec<usize> = ds.shape().iter().skip(1).map(|&d| d as usize).collect();
-    Ok(frame_of(&row).map(|chw| (row, chw)))
+    Ok(match member(g, name, key)? {
+        Member::Camera(row) => frame_of(&row).map(|chw| (row, chw)),
+        Member::Text(_) | Member::Values(_) => None,
+    })
 }
 
 /// A row of u8 values of shape `row`, as laq reads it where it is a frame: `[C, H, W]`

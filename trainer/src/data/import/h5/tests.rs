@@ -18,6 +18,14 @@ fn put<T: H5WriteElement>(t: &mut Tree, path: &str, shape: &[usize], v: &[T]) {
     t.insert(path.into(), d);
 }
 
+/// The mission of a MiniGrid environment as Minari stores it: a string of variable length
+/// per step, `rows` of them.
+fn put_mission(t: &mut Tree, path: &str, rows: usize) {
+    let text = vec!["get to the green goal square"; rows];
+    let d = DatasetBuilder::vlen_string_data(path, [rows as u64], &text).unwrap();
+    t.insert(path.into(), d);
+}
+
 /// Chunked, shuffled and gzip-compressed, as D4RL's files store their arrays.
 fn put_gz<T: H5WriteElement>(t: &mut Tree, path: &str, shape: &[usize], v: &[T]) {
     let mut chunk = dims(shape);
@@ -282,14 +290,7 @@ fn minari_episodes_and_dict_observations() {
 fn text_in_a_dict_observation_is_left_out_and_named() {
     let text = |f: &mut Tree, key: &str| {
         for (e, t) in [(0usize, 3usize), (1, 2)] {
-            let k = format!("episode_{e}/observations/{key}");
-            let s = DatasetBuilder::vlen_string_data(
-                &k,
-                [t as u64 + 1],
-                &vec!["get to the green goal square"; t + 1],
-            )
-            .unwrap();
-            f.insert(k, s);
+            put_mission(f, &format!("episode_{e}/observations/{key}"), t + 1);
         }
     };
     let dir = tempfile::tempdir().unwrap();
@@ -424,14 +425,7 @@ fn a_minigrid_dict_reads_its_grid_by_default() {
                     .flat_map(|s| (0..cells).map(move |i| ((e + s + i) % 11) as u8))
                     .collect();
                 put(f, &format!("{o}/image"), &[t + 1, side, side, 3], &grid);
-                let k = format!("{o}/mission");
-                let m = DatasetBuilder::vlen_string_data(
-                    &k,
-                    [t as u64 + 1],
-                    &vec!["get to the green goal square"; t + 1],
-                )
-                .unwrap();
-                f.insert(k, m);
+                put_mission(f, &format!("{o}/mission"), t + 1);
             }
         });
         let imp = import(dir.path(), Source::Minari, &ImportOptions::default()).unwrap();
