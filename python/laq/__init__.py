@@ -104,14 +104,23 @@ def _is_frames(a: Any) -> bool:
     return _frames_chw(a) is not None
 
 
+def _is_text(a: Any) -> bool:
+    """Whether an array of a dict observation holds no numbers (text, as the ``mission``
+    of a MiniGrid environment)."""
+    return not isinstance(a, Mapping) and np.asarray(a).dtype.kind in "OSU"
+
+
 def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]], warn: bool = False) -> np.ndarray:
     """One episode's observations as ``[T+1, ...]``; a dict observation (a Minari
     ``Dict`` space) becomes its keys flattened and joined, in ``obs_keys`` order or
-    sorted, as ``laq`` reads a dict group of an HDF5 file: frames beside vectors are left
-    out unless named, one key keeps its own shape (a camera's frames stay frames), and
-    cameras of one height and width taken together become one frame of their channels
-    side by side."""
+    sorted, as ``laq`` reads a dict group of an HDF5 file: text is left out, frames
+    beside vectors are left out unless named (but for one number a row in all beside
+    them, as MiniGrid's heading, which is left out instead), one key keeps its own shape
+    (a camera's frames stay frames), and cameras of one height and width taken together
+    become one frame of their channels side by side."""
     if isinstance(obs, Mapping):
+        import warnings
+
         keys = list(obs_keys) if obs_keys is not None else sorted(obs)
         missing = [k for k in keys if k not in obs]
         if missing:
@@ -120,13 +129,32 @@ def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]], warn: bool = False) -
             )
         if len(set(keys)) < len(keys):
             raise ValueError(f"obs_keys names a key twice: {keys}")
+        text = [k for k in keys if _is_text(obs[k])]
+        if text and obs_keys is not None:
+            raise ValueError(f"observation keys {text} hold no numbers (text); laq reads numbers")
+        if text:
+            keys = [k for k in keys if k not in text]
+            if not keys:
+                raise ValueError(f"no observation key holds numbers (text: {text})")
+            if warn:
+                warnings.warn(
+                    f"observation keys left out, not numbers: {text} (where they tell each "
+                    "episode's goal, V does not read that goal)"
+                )
         if obs_keys is None:
             frames = [k for k in keys if _is_frames(obs[k])]
-            if frames and len(frames) < len(keys):
-                keys = [k for k in keys if k not in frames]
+            rest = [k for k in keys if k not in frames]
+            width = sum(int(np.prod(np.shape(_flat_obs(obs[k], None))[1:])) for k in rest)
+            if frames and rest and width == 1:
+                keys = frames
                 if warn:
-                    import warnings
-
+                    warnings.warn(
+                        f"{rest[0]!r} (one number a row) left out beside frames, which are "
+                        f"read; obs_keys={frames + rest!r} flattens all into one vector"
+                    )
+            elif frames and rest:
+                keys = rest
+                if warn:
                     warnings.warn(
                         f"frames left out of the observations: {frames}; obs_keys="
                         f"[{frames[0]!r}] trains on that camera's frames instead of the vectors"
@@ -146,8 +174,6 @@ def _flat_obs(obs: Any, obs_keys: Optional[Sequence[str]], warn: bool = False) -
                 f"observation keys {keys} hold {[len(p) for p in parts]} rows; one per step each"
             )
         if warn and any(c is not None for c in cameras):
-            import warnings
-
             warnings.warn(
                 f"frames flattened with the other observation keys into one vector: "
                 f"{[k for k, c in zip(keys, cameras) if c is not None]}; obs_keys naming one "

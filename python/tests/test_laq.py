@@ -307,22 +307,58 @@ def test_dict_observations_are_flattened_by_key():
 
 def test_a_camera_of_a_dict_observation_stays_frames_when_named():
     frames = np.arange(3 * 20 * 20 * 3, dtype=np.uint8).reshape(3, 20, 20, 3)
+    state = np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
     ep = SimpleNamespace(
-        observations={"pixels": frames, "state": np.array([[1.0], [2.0], [3.0]])},
+        observations={"pixels": frames, "state": state},
         rewards=np.array([0.0, 1.0]),
         terminations=np.array([False, True]),
         truncations=np.array([False, False]),
     )
     with pytest.warns(UserWarning, match="obs_keys=\\['pixels'\\]"):
         d = laq.from_episodes(FakeMinari([ep]))
-    assert d["observations"].tolist() == [[1.0], [2.0]]
+    assert d["observations"].tolist() == [[1.0, 0.0], [2.0, 0.0]]
     d = laq.from_episodes(FakeMinari([ep]), obs_keys=["pixels"])
     assert d["observations"].dtype == np.uint8
     assert d["observations"].shape == (2, 20, 20, 3)
     assert np.array_equal(d["next_observations"][1], frames[2])
     with pytest.warns(UserWarning, match="flattened"):
         d = laq.from_episodes(FakeMinari([ep]), obs_keys=["state", "pixels"])
-    assert d["observations"].shape == (2, 1 + 1200)
+    assert d["observations"].shape == (2, 2 + 1200)
+
+
+@pytest.mark.parametrize("side", [7, 19])
+def test_a_minigrid_dict_reads_its_grid_as_laq_reads_the_file(tmp_path, side):
+    """MiniGrid as Minari records it: a heading (one number a row), the symbolic grid (u8)
+    and the mission (text). The grid is read as stored, as `laq` reads the same dict from
+    a Minari file; the mission and the lone heading are left out, each with a warning."""
+    t = 3
+    grid = np.arange((t + 1) * side * side * 3, dtype=np.uint64).astype(np.uint8) % 11
+    grid = grid.reshape(t + 1, side, side, 3)
+    ep = SimpleNamespace(
+        observations={
+            "direction": np.arange(t + 1) % 4,
+            "image": grid,
+            "mission": ["get to the green goal square"] * (t + 1),
+        },
+        rewards=np.array([0.0, 0.0, 1.0]),
+        terminations=np.array([False, False, True]),
+        truncations=np.array([False, False, False]),
+    )
+    with pytest.warns(UserWarning) as said:
+        d = laq.from_episodes(FakeMinari([ep]))
+    said = " ".join(str(w.message) for w in said)
+    assert "['mission']" in said and "'direction' (one number a row)" in said, said
+    assert np.array_equal(d["observations"], grid[:t])
+    # Named, both are flattened into one vector; text named is refused.
+    with pytest.warns(UserWarning, match="flattened"):
+        d = laq.from_episodes(FakeMinari([ep]), obs_keys=["image", "direction"])
+    assert d["observations"].shape == (t, side * side * 3 + 1)
+    with pytest.raises(ValueError, match="mission"):
+        laq.from_episodes(FakeMinari([ep]), obs_keys=["image", "mission"])
+    mission = {"mission": ep.observations["mission"]}
+    only_text = SimpleNamespace(**{**vars(ep), "observations": mission})
+    with pytest.raises(ValueError, match="no observation key holds numbers"):
+        laq.from_episodes(FakeMinari([only_text]))
 
 
 @pytest.mark.parametrize(
