@@ -512,6 +512,54 @@ fn convert_d4rl_and_minari_then_train() {
     assert_eq!(d.next_obs(4), [5.0, 9.0]);
     assert_eq!(d.obs(5), [0.0, 9.0]);
 
+    // A model trained on some keys records them; `predict` (of the run directory) and
+    // `export --data` read the same data so without the flags again (three values a row
+    // by default).
+    let run = dir.path().join("keys");
+    let (run, model) = (
+        run.to_str().unwrap(),
+        dir.path().join("keys/value.safetensors"),
+    );
+    let model = model.to_str().unwrap();
+    let steps = ["--mining-steps", "20", "--dqn-steps", "20", "--q", "dqn"];
+    let minari = p("minari");
+    let train = [&["train", "--data", &minari, "--out", run], &steps[..]].concat();
+    ok(&[&train[..], &["--obs-keys", "position,goal"]].concat());
+    assert!(ok(&["inspect", model]).contains("obs_keys=position,goal"));
+    let csv = p("v.csv");
+    let out = laq(&["predict", "--model", run, "--data", &minari, "--out", &csv]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("trained on --obs-keys position,goal"), "{err}");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert!(rows.starts_with("index,obs_0,obs_1,value\n"), "{rows}");
+    assert_eq!(rows.lines().count(), 10);
+    let m8 = p("m8.safetensors");
+    let export = [
+        "export",
+        "--model",
+        model,
+        "--quantize",
+        "int8",
+        "--out",
+        &m8,
+    ];
+    assert!(ok(&[&export[..], &["--data", &minari]].concat()).contains("Spearman"));
+    // Keys that are not the model's are read as asked, with a warning, and refused by
+    // the model's width; read flags without --data are refused.
+    let other = ["--obs-keys", "position,goal,velocity"];
+    let out = laq(&[&export[..], &["--data", &minari], &other[..]].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("reading --obs-keys position,goal,velocity as asked"),
+        "{err}"
+    );
+    assert!(err.contains("expects states of 2 values"), "{err}");
+    let out = laq(&[&export[..], &other[..]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("which is not given"));
+
     // A broken input: a clear error naming the file and the key, and no output.
     file()
         .put("observations", &[3, 1], &[0f32, 1.0, 2.0])

@@ -1,6 +1,5 @@
 //! `laq export`: a model re-exported, e.g. with int8 weights.
 
-use crate::data::Dataset;
 use crate::export::{quantize, ValueModel};
 use anyhow::Result;
 use candle_core::Device;
@@ -16,29 +15,46 @@ pub enum Quantize {
 /// Arguments of `laq export`.
 #[derive(Args)]
 pub struct ExportArgs {
+    /// A `value.safetensors`, or a run directory.
     #[arg(long)]
     pub model: PathBuf,
     #[arg(long, value_enum)]
     pub quantize: Option<Quantize>,
     #[arg(long)]
     pub out: PathBuf,
-    /// Compare the new model against the original on this dataset's observations.
+    /// Calibrate int8 weights on this dataset's observations, and compare the new model
+    /// against the original on them (any format `laq train` reads, read as the model's
+    /// data was where the model records it).
     #[arg(long)]
     pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub read: super::ReadArgs,
 }
 
 /// Writes the new model and, with `--data`, compares it with the original.
 pub fn run(a: &ExportArgs, device: &Device) -> Result<()> {
-    let mut inputs = vec![a.model.as_path()];
+    let model = crate::run::record::model_file(&a.model);
+    let mut inputs = vec![model.as_path()];
     inputs.extend(a.data.as_deref());
     let not = ["npz", "csv", "hdf5", "h5", "hdf"];
     crate::util::io::refuse_overwriting(&a.out, &inputs, &not, "the model")?;
-    let m = ValueModel::load(&a.model)?;
-    let data = a.data.as_deref().map(Dataset::load).transpose()?;
+    if a.data.is_none() && a.read.options() != Default::default() {
+        anyhow::bail!(
+            "--obs-keys, --reward and --image-size say how to read --data, which is not given"
+        );
+    }
+    let m = ValueModel::load(&model)?;
+    let data = match &a.data {
+        Some(path) => {
+            let read = crate::eval::predict::read_options(&model, &a.read.options())?;
+            Some(crate::data::read::read(path, &read)?.data)
+        }
+        None => None,
+    };
     if let Some(d) = &data {
         // States the model cannot take would calibrate it wrongly: refused before
         // anything is written.
-        crate::eval::predict::values(&a.model, d)?;
+        crate::eval::predict::values(&model, d)?;
     }
     let int8 = matches!(a.quantize, Some(Quantize::Int8));
     let m = match (&data, int8) {
@@ -60,7 +76,7 @@ pub fn run(a: &ExportArgs, device: &Device) -> Result<()> {
     m.save(&a.out, int8)?;
     log::info!("wrote {}", a.out.display());
     if let Some(d) = &data {
-        outln!("{}", crate::eval::predict::compare(&a.model, &a.out, d)?);
+        outln!("{}", crate::eval::predict::compare(&model, &a.out, d)?);
     }
     Ok(())
 }

@@ -31,6 +31,92 @@ pub struct ReadOptions {
     pub image_size: Option<ImageSize>,
 }
 
+/// The metadata keys under which an exported model records how its observations were
+/// read (where a run set them), so that `laq predict` and `laq export --data` read
+/// another dataset the same way without the flags again.
+const OBS_KEYS: &str = "obs_keys";
+const IMAGE_SIZE: &str = "image_size";
+
+impl ReadOptions {
+    /// Records the reading of observations (`--obs-keys`, `--image-size`) in a model's
+    /// free-text metadata; nothing where the defaults read them. Rewards are not
+    /// recorded: V does not read them.
+    ///
+    /// ```
+    /// use laq::data::read::ReadOptions;
+    /// use std::collections::BTreeMap;
+    ///
+    /// let read = ReadOptions {
+    ///     obs_keys: Some(vec!["image".into(), "direction".into()]),
+    ///     ..Default::default()
+    /// };
+    /// let mut info = BTreeMap::new();
+    /// read.record(&mut info);
+    /// assert_eq!(info["obs_keys"], "image,direction");
+    /// assert_eq!(ReadOptions::recorded(&info).unwrap(), read);
+    /// ```
+    pub fn record(&self, info: &mut std::collections::BTreeMap<String, String>) {
+        if let Some(keys) = &self.obs_keys {
+            info.insert(OBS_KEYS.into(), keys.join(","));
+        }
+        if let Some(size) = self.image_size {
+            info.insert(IMAGE_SIZE.into(), size.to_string());
+        }
+    }
+
+    /// The reading a model's metadata records (the defaults where it records none).
+    pub fn recorded(info: &std::collections::BTreeMap<String, String>) -> Result<Self> {
+        let image_size = info
+            .get(IMAGE_SIZE)
+            .map(|s| s.parse::<ImageSize>())
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("metadata `{IMAGE_SIZE}`: {e}"))?;
+        Ok(ReadOptions {
+            obs_keys: info
+                .get(OBS_KEYS)
+                .map(|k| k.split(',').map(str::to_string).collect()),
+            image_size,
+            ..Default::default()
+        })
+    }
+
+    /// These options, with the model's recorded reading where the command line left it
+    /// to the defaults; says what it took from the model, and where the command line
+    /// reads otherwise than the model was trained.
+    pub fn or_recorded(&self, recorded: &ReadOptions, model: &Path) -> ReadOptions {
+        let m = model.display();
+        let mut read = self.clone();
+        match (&self.obs_keys, &recorded.obs_keys) {
+            (None, Some(keys)) => {
+                log::info!("{m} was trained on --obs-keys {}: read so", keys.join(","));
+                read.obs_keys = Some(keys.clone());
+            }
+            (Some(given), Some(keys)) if given != keys => log::warn!(
+                "{m} was trained on --obs-keys {}; reading --obs-keys {} as asked",
+                keys.join(","),
+                given.join(",")
+            ),
+            (Some(given), None) => log::warn!(
+                "{m} was trained on the observations read by default; reading --obs-keys {} \
+                 as asked",
+                given.join(",")
+            ),
+            _ => {}
+        }
+        match (self.image_size, recorded.image_size) {
+            (None, Some(size)) => {
+                log::info!("{m} was trained on --image-size {size}: read so");
+                read.image_size = Some(size);
+            }
+            (Some(given), Some(size)) if given != size => log::warn!(
+                "{m} was trained on --image-size {size}; reading --image-size {given} as asked"
+            ),
+            _ => {}
+        }
+        read
+    }
+}
+
 /// Where a dataset's rewards come from (`--reward`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RewardSource {
@@ -416,6 +502,44 @@ fn csv_rewards(d: &mut Dataset, csv: &Path, ids: Option<&[(u64, u64)]>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a model records of its reading fills what the command line leaves to the
+    /// defaults, and nothing else; a record that does not parse is named.
+    #[test]
+    fn a_model_s_reading_fills_what_the_command_line_leaves() {
+        let trained = ReadOptions {
+            obs_keys: Some(vec!["observation.images.top".into()]),
+            image_size: Some("16x24".parse().unwrap()),
+            reward: RewardSource::EpisodeEnd,
+        };
+        let mut info = std::collections::BTreeMap::new();
+        trained.record(&mut info);
+        assert_eq!(info["image_size"], "16x24");
+        assert_eq!(info.len(), 2, "rewards are not recorded: {info:?}");
+        let recorded = ReadOptions::recorded(&info).unwrap();
+        let model = Path::new("m.safetensors");
+        let read = ReadOptions::default().or_recorded(&recorded, model);
+        assert_eq!(
+            (&read.obs_keys, read.image_size),
+            (&trained.obs_keys, trained.image_size)
+        );
+        assert_eq!(read.reward, RewardSource::default());
+        let given = ReadOptions {
+            obs_keys: Some(vec!["observation.images.wrist".into()]),
+            ..Default::default()
+        };
+        let read = given.or_recorded(&recorded, model);
+        assert_eq!(read.obs_keys, given.obs_keys);
+        assert_eq!(read.image_size, trained.image_size);
+        let none = std::collections::BTreeMap::new();
+        assert_eq!(
+            ReadOptions::recorded(&none).unwrap(),
+            ReadOptions::default()
+        );
+        info.insert("image_size".into(), "large".into());
+        let e = ReadOptions::recorded(&info).unwrap_err().to_string();
+        assert!(e.contains("`image_size`"), "{e}");
+    }
 
     /// Two episodes along a line, the first cut by a timeout, the second ending the file.
     fn line() -> Dataset {

@@ -1,6 +1,7 @@
 //! `laq predict`: V of every observation of a dataset, computed by the runtime crate
 //! from the exported file, so what is measured is what ships.
 
+use crate::data::read::ReadOptions;
 use crate::data::Dataset;
 use anyhow::{Context, Result};
 use std::path::Path;
@@ -62,16 +63,34 @@ pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
 const QNET: &str = "a trainer-only Q-network file (`laq-qnet`, from `QNetwork::save`), which \
     the runtime does not read; `laq predict` scores a run's `value.safetensors`";
 
+/// The reading of a dataset for `model`: the command line's options, with the reading
+/// the model records (`obs_keys`, `image_size`) where those leave it to the defaults. A
+/// file that is no model is left to [`values`] to refuse.
+pub fn read_options(model: &Path, given: &ReadOptions) -> Result<ReadOptions> {
+    let bytes = std::fs::read(model).with_context(|| format!("cannot read {}", model.display()))?;
+    let recorded = recorded_read(&bytes).with_context(|| model.display().to_string())?;
+    Ok(given.or_recorded(&recorded, model))
+}
+
+/// The reading of observations a model's bytes record ([`ReadOptions::record`]); the
+/// defaults for bytes that hold no safetensors header.
+pub fn recorded_read(bytes: &[u8]) -> Result<ReadOptions> {
+    match safetensors::SafeTensors::read_metadata(bytes) {
+        Ok((_, header)) => {
+            let info = header.metadata().clone().unwrap_or_default();
+            ReadOptions::recorded(&info.into_iter().collect())
+        }
+        Err(_) => Ok(ReadOptions::default()),
+    }
+}
+
 /// Writes `index,obs_0..obs_{D-1},value` rows; returns the number of rows. `index` counts
 /// the rows as read: where reading left rows of the source out, it says so, since the
-/// index then differs from the source's row.
-pub fn predict_csv(
-    model: &Path,
-    path: &Path,
-    read: &crate::data::read::ReadOptions,
-    out: &Path,
-) -> Result<usize> {
-    let loaded = crate::data::read::read(path, read)?;
+/// index then differs from the source's row. The dataset is read as the model's data
+/// was, where the model records it and `read` does not say otherwise ([`read_options`]).
+pub fn predict_csv(model: &Path, path: &Path, read: &ReadOptions, out: &Path) -> Result<usize> {
+    let read = read_options(model, read)?;
+    let loaded = crate::data::read::read(path, &read)?;
     if loaded.dropped > 0 {
         log::warn!(
             "{}: the CSV's `index` counts the {} rows read, not the source's {} rows",

@@ -11,6 +11,23 @@ use std::path::Path;
 
 /// The runtime's model file in a run directory.
 pub const VALUE_FILE: &str = "value.safetensors";
+/// The model a path names: the file itself, or a run directory's [`VALUE_FILE`].
+///
+/// ```
+/// use laq::run::record::model_file;
+///
+/// let dir = std::env::temp_dir();
+/// assert_eq!(model_file(&dir), dir.join("value.safetensors"));
+/// assert_eq!(model_file("m.safetensors".as_ref()), std::path::Path::new("m.safetensors"));
+/// ```
+pub fn model_file(path: &Path) -> std::path::PathBuf {
+    if path.is_dir() {
+        path.join(VALUE_FILE)
+    } else {
+        path.to_path_buf()
+    }
+}
+
 /// The run record in a run directory.
 pub const RUN_FILE: &str = "run.json";
 /// The metrics in a run directory.

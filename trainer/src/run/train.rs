@@ -540,7 +540,8 @@ pub(super) fn q_view(
 }
 
 /// The free-text metadata a trained model carries (the Q-learning variant is added once
-/// known), so that the same settings give the same file wherever the model is built.
+/// known), so that the same settings give the same file wherever the model is built, and
+/// the reading of its observations where the run set one (`ReadOptions::record`).
 pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
     let mut info = BTreeMap::new();
     info.insert("labels".to_string(), cfg.labels.key().to_string());
@@ -549,6 +550,7 @@ pub fn model_info(cfg: &TrainConfig) -> BTreeMap<String, String> {
         format!("laq {}", env!("CARGO_PKG_VERSION")),
     );
     info.insert("seed".to_string(), cfg.seed.to_string());
+    cfg.read.record(&mut info);
     info
 }
 
