@@ -491,3 +491,112 @@ fn a_log_cut_at_its_goals_ends_them_for_q_learning() {
     let rho = laq::util::stats::spearman(&v, &distance);
     assert!(rho > 0.8, "V against minus the distance to the goal: {rho}");
 }
+
+/// States logged as one number that codes them (a discrete space's code, as gymnasium's
+/// Taxi logs its states): the table tabular Q-learning learns ships as it is, a network
+/// through every entry, and the run is trusted. Beside another value (the code and the
+/// cell's parity), the table ships as a network fitted to it, which cannot follow a V
+/// that jumps from code to code: `export_fits` fails, listed first, and the run says what
+/// to try.
+#[test]
+fn a_table_of_codes_ships_as_it_is_and_a_fit_that_misses_is_named() {
+    use laq::data::Dataset;
+    let dir = tempfile::tempdir().unwrap();
+    // A walk along 200 cells to a reward at the last, one step in five back.
+    let cells = 200usize;
+    let mut next_rand = common::xorshift(11);
+    let (mut path, mut rew, mut term, mut tout) = (vec![], vec![], vec![], vec![]);
+    while rew.len() < 40_000 {
+        let mut p = (next_rand() % cells as u64) as usize;
+        for t in 0..400 {
+            let q = if next_rand().is_multiple_of(5) {
+                p.saturating_sub(1)
+            } else {
+                p + 1
+            };
+            path.push((p, q));
+            rew.push(f32::from(u8::from(q == cells)));
+            term.push(q == cells);
+            tout.push(q < cells && t == 399);
+            if q == cells || t == 399 {
+                break;
+            }
+            p = q;
+        }
+    }
+    // The corridor folded into 10 rows of 20 and coded as Taxi codes its grid, column
+    // first: neighbours' codes lie 10 apart (189 where a row ends), and V jumps from code
+    // to code. Beside the parity, a code that scatters the cells (211 is prime).
+    let code = |p: usize| vec![((p % 20) * 10 + p / 20) as f32];
+    let parity = |p: usize| vec![((p * 7919) % 211) as f32, (p % 2) as f32];
+    for (name, of) in [
+        ("code", &code as &dyn Fn(usize) -> Vec<f32>),
+        ("parity", &parity),
+    ] {
+        let width = of(0).len();
+        let d = Dataset {
+            obs_shape: vec![width],
+            observations: path
+                .iter()
+                .flat_map(|&(p, _)| of(p))
+                .collect::<Vec<_>>()
+                .into(),
+            next_observations: path
+                .iter()
+                .flat_map(|&(_, q)| of(q))
+                .collect::<Vec<_>>()
+                .into(),
+            rewards: rew.clone(),
+            terminals: term.clone(),
+            timeouts: Some(tout.clone()),
+            next_missing: None,
+            actions: None,
+        };
+        let file = dir.path().join(format!("{name}.npz"));
+        d.save(&file).unwrap();
+        let run = dir.path().join(name);
+        let out = ok(&[
+            "train",
+            "--data",
+            file.to_str().unwrap(),
+            "--out",
+            run.to_str().unwrap(),
+        ]);
+        let m = metrics(&run.join("metrics.json"));
+        let checks = m["trust"]["checks"].as_array().unwrap();
+        let fits = &checks[0];
+        assert_eq!(fits["name"], "export_fits", "{m}");
+        if name == "code" {
+            assert!(fits["value"].as_f64().unwrap() > 0.99, "{fits}");
+            assert_eq!(m["trust"]["verdict"], "trusted", "{m}");
+            // V rises along the walk, whatever the codes.
+            let csv = dir.path().join("v.csv");
+            let model = run.to_str().unwrap();
+            let data = file.to_str().unwrap();
+            ok(&[
+                "predict",
+                "--model",
+                model,
+                "--data",
+                data,
+                "--out",
+                csv.to_str().unwrap(),
+            ]);
+            let text = std::fs::read_to_string(&csv).unwrap();
+            let v: Vec<f64> = text
+                .lines()
+                .skip(1)
+                .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+                .collect();
+            let at: Vec<f64> = path.iter().map(|&(p, _)| p as f64).collect();
+            let rho = laq::util::stats::spearman(&v, &at);
+            assert!(rho > 0.95, "V against the cell: {rho}");
+        } else {
+            assert_eq!(fits["pass"], false, "{fits}");
+            assert!(
+                out.contains("to try: where a value codes several things"),
+                "{out}"
+            );
+        }
+    }
+}

@@ -12,6 +12,7 @@ use std::path::Path;
 
 pub mod density;
 pub mod quantize;
+pub mod table;
 
 use density::DensityGate;
 

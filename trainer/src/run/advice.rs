@@ -70,6 +70,18 @@ pub fn advise(data: &Dataset, cfg: &TrainConfig, q: QKind, trust: &mut Trust) {
          apart, or next observations taken from other rows or other episodes, give this \
          (s' shuffled: about 0; docs/dataset-format.md)",
     );
+    trust.advise(
+        &[trust::EXPORT_FITS],
+        if data.obs_dim() == 1 {
+            "give the states as their parts (a code decoded: gymnasium's \
+             `env.unwrapped.decode(s)`), or one-hot (a value a code), so that the network \
+             reads states that are alike as alike"
+        } else {
+            "where a value codes several things, give them as their parts (a code \
+             decoded, or one-hot); otherwise a larger network for the table (`[distill]`: \
+             `hidden`, `steps`)"
+        },
+    );
     let deep = !matches!(q, QKind::Tabular | QKind::Auto);
     if !deep {
         return;

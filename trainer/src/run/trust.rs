@@ -87,6 +87,16 @@ impl Trust {
         self.checks.push(check);
         self
     }
+
+    /// This verdict with one more check listed first, where its failure is the cause of
+    /// the others' (the verdict names the first failed checks): doubtful if it fails.
+    pub fn led_by(mut self, check: Check) -> Trust {
+        if !check.pass {
+            self.verdict = Verdict::Doubtful;
+        }
+        self.checks.insert(0, check);
+        self
+    }
 }
 
 /// The check that the checkpoint chosen by the checks is not a lone pass: of the
@@ -199,6 +209,56 @@ fn goals_remedy(which: &str) -> String {
          it learned to goals it never saw: where V reads them as it should, more episodes \
          make the halves agree; one that does not bear on the task (a calibration) is \
          left out with `--ignore-values`"
+    )
+}
+
+/// The name of [`export_fits`]'s check.
+pub const EXPORT_FITS: &str = "export_fits";
+
+/// The least share of the table's spread that the exported network reproduces
+/// (`export_fits`): 0.93-1.00 on the tables measured that fit, below 0 on those of
+/// one-number codes (docs/trust.md, "A ride in two stages").
+pub const EXPORT_FITS_MIN: f64 = 0.5;
+
+/// The check that the network exported for a table of Q-values (tabular Q-learning
+/// ships as a network the runtime evaluates) gives the data's states the table's V:
+/// `explained` is the share of the spread of the table's V over the data's states that
+/// the network's reproduces (1 - squared errors / squared deviations from the mean).
+/// The other checks judge the exported V, so they fail too where the fit fails, but for
+/// reasons of their own; this one names the cause. `codes` is the number of distinct
+/// values where each state is one whole number (a discrete space's code, such as
+/// gymnasium's Taxi gives): a network reads near codes as near states, and a V that
+/// jumps from code to code is beyond it.
+///
+/// ```
+/// use laq::run::trust::export_fits;
+/// let fits = export_fits(0.99, Some(399));
+/// assert!(fits.pass && !fits.why.contains("distinct"));
+/// let code = export_fits(-0.9, Some(399));
+/// assert!(!code.pass && code.why.contains("399 distinct") && code.why.contains("0%"));
+/// ```
+pub fn export_fits(explained: f64, codes: Option<usize>) -> Check {
+    let pass = explained >= EXPORT_FITS_MIN;
+    let cause = match (pass, codes) {
+        (true, _) => String::new(),
+        (false, Some(n)) => format!(
+            ": each state is one whole number, of {n} distinct values (a code of a \
+             discrete space?), and a network reads near codes as near states: it cannot \
+             follow a V that jumps from code to code"
+        ),
+        (false, None) => ": the network does not fit the table".to_string(),
+    };
+    check(
+        EXPORT_FITS,
+        explained,
+        EXPORT_FITS_MIN,
+        pass,
+        format!(
+            "the network exported for the table of Q-values that Q-learning learned \
+             reproduces {:.0}% of the spread of the table's V over the data's states; what \
+             ships is the network's V{cause}",
+            100.0 * explained.max(0.0)
+        ),
     )
 }
 
