@@ -1,8 +1,9 @@
 //! A Q table of one-number states, exported as it is: a network that goes through every
 //! entry. Where each state is one whole number (a discrete space's code, such as
 //! gymnasium's Taxi gives), a network fitted to the table reads near codes as near
-//! states and cannot follow Q-values that jump from code to code (docs/trust.md, "A ride
-//! in two stages"); this one is the table, piecewise linear between the codes.
+//! states and cannot follow Q-values that jump from code to code (docs/trust.md,
+//! "Discrete spaces as gymnasium logs them"); this one is the table, piecewise linear
+//! between the codes.
 
 use super::{Head, Layer, ValueModel};
 use crate::stages::qlearn::Table;

@@ -217,7 +217,7 @@ pub const EXPORT_FITS: &str = "export_fits";
 
 /// The least share of the table's spread that the exported network reproduces
 /// (`export_fits`): 0.93-1.00 on the tables measured that fit, below 0 on those of
-/// one-number codes (docs/trust.md, "A ride in two stages").
+/// one-number codes (docs/trust.md, "Discrete spaces as gymnasium logs them").
 pub const EXPORT_FITS_MIN: f64 = 0.5;
 
 /// The check that the network exported for a table of Q-values (tabular Q-learning
@@ -961,13 +961,14 @@ fn check(name: &str, value: f64, threshold: f64, pass: bool, why: String) -> Che
 }
 
 /// The checks that apply to this run, and the verdict.
-/// Whether a reward `r` is one, where most steps carry `cost` ([`Dataset::reward_baseline`]):
-/// above the cost, or any but 0 where there is none.
-pub(crate) fn rewarded(r: f32, cost: f32) -> bool {
+/// Whether row `i` of `data` carries a reward, where most steps carry `cost`
+/// ([`Dataset::reward_baseline`]): as [`Dataset::rewarded_row`] says where there is a
+/// cost, any reward but 0 where there is none.
+pub(crate) fn rewarded(data: &Dataset, i: usize, cost: f32) -> bool {
     if cost != 0.0 {
-        r > cost
+        data.rewarded_row(i, cost)
     } else {
-        r != 0.0
+        data.rewards[i] != 0.0
     }
 }
 
@@ -977,12 +978,10 @@ pub fn assess(e: &Evidence) -> Trust {
     let mut checks = vec![];
     // Where the rewards are a cost per step, a reward is what lies above it.
     let cost = e.traced.baseline;
-    let rewarded = (data.rewards.iter())
-        .filter(|&&r| rewarded(r, cost))
-        .count();
+    let rewarded = (0..n).filter(|&i| rewarded(data, i, cost)).count();
     let above = match cost {
         0.0 => String::new(),
-        c => format!(" above the cost of {c} a step"),
+        c => format!(" above the cost of {c} a step (or end their episode at it)"),
     };
     checks.push(check(
         REWARDS,

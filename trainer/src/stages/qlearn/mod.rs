@@ -282,6 +282,51 @@ mod tests {
         assert!(one.value(&[0.0, 0.0]).unwrap() < opt[0] - 0.1);
     }
 
+    /// A cost per step, the goal marked only by ending the episode there (gymnasium's
+    /// CliffWalking and MountainCar): the table learns the cost to the goal. Before, an
+    /// entry no transition showed kept its initial 0, the largest of any, and every V
+    /// was 0.
+    #[test]
+    fn tabular_learns_a_cost_to_the_goal() {
+        // Walks along 10 cells from anywhere to a goal at the last, -1 on every step
+        // (the last too), with two labels of three: on (step right) and back (step
+        // left); the third labels nothing, as a label may label nothing a state shows.
+        let mut rows = vec![];
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        while rows.len() < 4000 {
+            let mut p = rng.random_range(0..10usize);
+            for _ in 0..60 {
+                let on = rng.random_bool(0.7);
+                let q = if on { p + 1 } else { p.saturating_sub(1) };
+                rows.push((p, q, on));
+                if q == 10 {
+                    break;
+                }
+                p = q;
+            }
+        }
+        let n = rows.len();
+        let data = Dataset {
+            obs_shape: vec![1],
+            observations: rows.iter().map(|r| r.0 as f32).collect::<Vec<_>>().into(),
+            next_observations: rows.iter().map(|r| r.1 as f32).collect::<Vec<_>>().into(),
+            rewards: vec![-1.0; n],
+            terminals: rows.iter().map(|r| r.1 == 10).collect(),
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        let labels: Vec<u32> = rows.iter().map(|r| u32::from(r.2)).collect();
+        let cfg = TabularConfig::default();
+        let t = tabular(&data, &labels, 3, &cfg, 0).unwrap();
+        for p in 0..10 {
+            let k = 10 - p;
+            let want = -(1.0 - cfg.gamma.powi(k)) / (1.0 - cfg.gamma);
+            let v = t.value(&[p as f32]).unwrap();
+            assert!((v - want).abs() < 1e-3, "cell {p}: {v} against {want}");
+        }
+    }
+
     #[test]
     fn deep_variants_learn_the_grid() {
         let g = GridWorld::default();

@@ -17,6 +17,9 @@ pub fn is_tabular(data: &Dataset) -> bool {
     integer && RowIndex::of_states(data).len() <= MAX_TABLE_STATES
 }
 
+/// The most passes over the data where the rewards are a cost per step ([`tabular`]).
+const MAX_COST_PASSES: usize = 500;
+
 /// A learned Q table.
 #[derive(Debug)]
 pub struct Table {
@@ -55,29 +58,82 @@ pub fn tabular(
     check_labels(labels, num_actions, data.len())?;
     let index = RowIndex::of_states(data);
     let k = num_actions;
-    let mut q = vec![0f64; index.len() * k];
+    // Where the rewards are a cost per step, every entry starts at that cost for ever:
+    // from below, as 0 is where rewards are 0 and above, so that values not yet carried
+    // back from the goal rank below those that were (from 0, above them all).
+    let floor = match data.reward_baseline() {
+        0.0 => 0.0,
+        cost => cost as f64 / (1.0 - cfg.gamma),
+    };
+    let mut q = vec![floor; index.len() * k];
     let s: Vec<usize> = (0..data.len())
         .map(|i| index.get(&data.obs_row(i)).unwrap_or(0))
         .collect();
     let s2: Vec<usize> = (0..data.len())
         .map(|i| index.get(&data.next_obs_row(i)).unwrap_or(0))
         .collect();
+    // The labels each state shows: V is the maximum over those alone (an in-support
+    // maximum). An entry no transition updates keeps its initial value, which would
+    // otherwise count as much as a shown one.
+    let mut seen = vec![false; q.len()];
+    for i in 0..data.len() {
+        seen[s[i] * k + labels[i] as usize] = true;
+    }
+    let best = |q: &[f64], state: usize| {
+        let row = state * k..(state + 1) * k;
+        (q[row.clone()].iter().zip(&seen[row]))
+            .filter(|(_, &shown)| shown)
+            .map(|(&v, _)| v)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+            .unwrap_or(floor)
+    };
     let mut order: Vec<usize> = (0..data.len()).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7461_626c);
-    for _ in 0..cfg.passes {
+    // From the floor of a cost per step, values rise the whole way the cost adds up
+    // (`cost / (1 - gamma)`), which the passes set for rewards of 0 and 1 do not carry
+    // them: there passes go on until a pass moves no entry by more than a millionth of
+    // that way (at most `MAX_COST_PASSES`).
+    let mut pass = 0;
+    loop {
         order.shuffle(&mut rng);
+        let mut moved = 0f64;
         for &i in &order {
             let next_v = if data.terminals[i] {
                 0.0
             } else {
-                q[s2[i] * k..(s2[i] + 1) * k]
-                    .iter()
-                    .copied()
-                    .fold(f64::NEG_INFINITY, f64::max)
+                best(&q, s2[i])
             };
             let target = data.rewards[i] as f64 + cfg.gamma * next_v;
             let cell = &mut q[s[i] * k + labels[i] as usize];
-            *cell += cfg.lr * (target - *cell);
+            let step = cfg.lr * (target - *cell);
+            *cell += step;
+            moved = moved.max(step.abs());
+        }
+        pass += 1;
+        let settled = floor == 0.0 || moved <= 1e-6 * floor.abs();
+        if pass >= cfg.passes && (settled || pass >= MAX_COST_PASSES) {
+            break;
+        }
+    }
+    // Entries no transition showed are set so that the maximum over a row (the exported
+    // network's too) is the in-support one: under a cost per step, to their state's V (a
+    // network fits such a row more easily than one holding its least value: docs/trust.md,
+    // "Discrete spaces as gymnasium logs them"); otherwise to the least of the shown
+    // values where that is below 0, so that with rewards of 0 and above nothing changes
+    // (every value is 0 or more, the unshown ones 0).
+    for state in 0..index.len() {
+        let row = state * k..(state + 1) * k;
+        let fill = match floor {
+            0.0 => (q[row.clone()].iter().zip(&seen[row.clone()]))
+                .filter(|(_, &shown)| shown)
+                .map(|(&v, _)| v)
+                .fold(0.0, f64::min),
+            _ => best(&q, state),
+        };
+        for (v, &shown) in q[row.clone()].iter_mut().zip(&seen[row]) {
+            if !shown {
+                *v = fill;
+            }
         }
     }
     Ok(Table {
