@@ -279,6 +279,8 @@ fn train_seed(
                         (model, err, net.loss_curve)
                     }
                 };
+            // The fit to the table, before a one-norm head or a density gate reshape V.
+            let fits = export_fits(data, &table, &model.values_of(data, device)?);
             let model = finish(model, data, cfg, device)?;
             let t = Instant::now();
             let second = match cfg.second_seed {
@@ -316,7 +318,7 @@ fn train_seed(
             });
             // What ships is the network, which the other checks judge: where it does not
             // fit the table, that is why they fail.
-            let trust = trust.led_by(export_fits(data, &table, &values));
+            let trust = trust.led_by(fits);
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
                 labelled,
@@ -581,7 +583,7 @@ fn table_error(table: &Table, model: &ValueModel, device: &Device) -> Result<f64
 }
 
 /// [`trust::export_fits`] of the network exported for `table`, whose V of the data's
-/// states is `values`.
+/// states is `values` (as fitted, before a one-norm head or a density gate).
 fn export_fits(data: &Dataset, table: &Table, values: &[f32]) -> trust::Check {
     let learned: Vec<f64> = (0..data.len())
         .map(|i| table.value(&data.obs_row(i)).unwrap_or(0.0))
