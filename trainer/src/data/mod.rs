@@ -210,37 +210,8 @@ impl Dataset {
         }
     }
 
-    /// Whether row `i` reaches a reward, where `baseline` is the data's
-    /// [`Dataset::reward_baseline`]: its reward lies above it, or, where that is a cost
-    /// per step, the row ends its episode (terminal) at no more than the cost. Gymnasium's
-    /// CliffWalking and MountainCar charge the cost on the step that reaches the goal too
-    /// and mark the goal by ending the episode there; a penalty below the cost (a fall)
-    /// ends it nowhere.
-    ///
-    /// ```
-    /// use laq::data::Dataset;
-    /// let d = Dataset {
-    ///     obs_shape: vec![1],
-    ///     observations: vec![0.0, 1.0, 2.0, 5.0].into(),
-    ///     next_observations: vec![1.0, 2.0, 3.0, 6.0].into(),
-    ///     rewards: vec![-1.0, -1.0, -1.0, -100.0],
-    ///     terminals: vec![false, false, true, true],
-    ///     timeouts: None,
-    ///     next_missing: None,
-    ///     actions: None,
-    /// };
-    /// let cost = d.reward_baseline();
-    /// assert_eq!(cost, -1.0);
-    /// assert_eq!((0..4).map(|i| d.rewarded_row(i, cost)).collect::<Vec<_>>(), [false, false, true, false]);
-    /// assert_eq!(d.steps_to_reward(), [(2, 0), (1, 1), (0, 2)]);
-    /// ```
-    pub fn rewarded_row(&self, i: usize, baseline: f32) -> bool {
-        let r = self.rewards[i];
-        r > baseline || (baseline < 0.0 && self.terminals[i] && r >= baseline)
-    }
-
-    /// Rows whose trajectory reaches a reward ([`Dataset::rewarded_row`], at this row or
-    /// later), with the number of steps to it, last row first.
+    /// Rows whose trajectory reaches a reward (a reward above [`Dataset::reward_baseline`],
+    /// at this row or later), with the number of steps to it, last row first.
     ///
     /// ```
     /// use laq::data::{Actions, Dataset};
@@ -261,7 +232,7 @@ impl Dataset {
         let mut next: Option<usize> = None;
         let mut out = vec![];
         for i in (0..self.len()).rev() {
-            next = if self.rewarded_row(i, baseline) {
+            next = if self.rewards[i] > baseline {
                 Some(0)
             } else if self.continues(i) {
                 next.map(|k| k + 1)
@@ -335,9 +306,7 @@ impl Dataset {
     pub fn cut_at_rewards(&self) -> Vec<usize> {
         let cuts = self.reward_cuts();
         let baseline = self.reward_baseline();
-        let rewarded = (0..self.len())
-            .filter(|&i| self.rewarded_row(i, baseline))
-            .count();
+        let rewarded = self.rewards.iter().filter(|&&r| r > baseline).count();
         match cuts.len() >= REWARD_CUTS_MIN && 2 * cuts.len() >= rewarded {
             true if self.holds_trajectories() => cuts,
             _ => vec![],

@@ -372,7 +372,7 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
     let n = data.len();
     let d = data.obs_dim();
     let baseline = data.reward_baseline();
-    if d == 0 || !(0..n).any(|i| data.rewarded_row(i, baseline)) {
+    if d == 0 || !data.rewards.iter().any(|&r| r > baseline) {
         return None;
     }
     let ids = StateIds::of(data);
@@ -407,7 +407,7 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
     let mut end = vec![0usize; m];
     let mut heap = BinaryHeap::new();
     for i in 0..n {
-        if data.rewarded_row(i, baseline) && dist[at[i]] > 0.0 {
+        if data.rewards[i] > baseline && dist[at[i]] > 0.0 {
             dist[at[i]] = 0.0;
             end[at[i]] = i;
             heap.push(Reverse((0f64.to_bits(), at[i])));

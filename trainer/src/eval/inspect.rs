@@ -679,7 +679,7 @@ impl fmt::Display for DatasetReport {
             writeln!(
                 f,
                 "  rewards: {b} on most rows is a cost per step; the rewarded rows are those \
-                 above it, and the terminal rows at it (the goal, where it ends the episode)"
+                 above it"
             )?;
         }
         let e = &self.episodes;

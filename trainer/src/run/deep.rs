@@ -423,8 +423,10 @@ impl Deep<'_> {
             return Ok(None);
         };
         let cost = self.traced.baseline;
-        let rewarded =
-            |rows: &Vec<usize>| rows.iter().any(|&i| trust::rewarded(self.qdata, i, cost));
+        let rewarded = |rows: &Vec<usize>| {
+            rows.iter()
+                .any(|&i| trust::rewarded(self.qdata.rewards[i], cost))
+        };
         if !halves.iter().all(rewarded) {
             return Ok(None);
         }

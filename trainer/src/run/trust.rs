@@ -217,7 +217,7 @@ pub const EXPORT_FITS: &str = "export_fits";
 
 /// The least share of the table's spread that the exported network reproduces
 /// (`export_fits`): 0.93-1.00 on the tables measured that fit, below 0 on those of
-/// one-number codes (docs/trust.md, "Discrete spaces as gymnasium logs them").
+/// one-number codes (docs/trust.md, "A ride in two stages").
 pub const EXPORT_FITS_MIN: f64 = 0.5;
 
 /// The check that the network exported for a table of Q-values (tabular Q-learning
@@ -961,14 +961,13 @@ fn check(name: &str, value: f64, threshold: f64, pass: bool, why: String) -> Che
 }
 
 /// The checks that apply to this run, and the verdict.
-/// Whether row `i` of `data` carries a reward, where most steps carry `cost`
-/// ([`Dataset::reward_baseline`]): as [`Dataset::rewarded_row`] says where there is a
-/// cost, any reward but 0 where there is none.
-pub(crate) fn rewarded(data: &Dataset, i: usize, cost: f32) -> bool {
+/// Whether a reward `r` is one, where most steps carry `cost` ([`Dataset::reward_baseline`]):
+/// above the cost, or any but 0 where there is none.
+pub(crate) fn rewarded(r: f32, cost: f32) -> bool {
     if cost != 0.0 {
-        data.rewarded_row(i, cost)
+        r > cost
     } else {
-        data.rewards[i] != 0.0
+        r != 0.0
     }
 }
 
@@ -978,20 +977,24 @@ pub fn assess(e: &Evidence) -> Trust {
     let mut checks = vec![];
     // Where the rewards are a cost per step, a reward is what lies above it.
     let cost = e.traced.baseline;
-    let rewarded = (0..n).filter(|&i| rewarded(data, i, cost)).count();
-    let above = match cost {
-        0.0 => String::new(),
-        c => format!(" above the cost of {c} a step (or end their episode at it)"),
+    let rewarded = (data.rewards.iter())
+        .filter(|&&r| rewarded(r, cost))
+        .count();
+    // Under a cost per step V still differs from state to state, but nothing marks a
+    // goal for the checks to judge it by.
+    let (above, without) = match cost {
+        0.0 => (String::new(), "every V is the same"),
+        c => (
+            format!(" above the cost of {c} a step"),
+            "nothing marks a goal for the checks to judge V by",
+        ),
     };
     checks.push(check(
         REWARDS,
         rewarded as f64,
         1.0,
         rewarded >= 1,
-        format!(
-            "{rewarded} of {n} transitions carry a reward{above}; without any, every V is \
-             the same"
-        ),
+        format!("{rewarded} of {n} transitions carry a reward{above}; without any, {without}"),
     ));
     let mut usage = vec![0usize; e.num_actions];
     for &l in e.labels {
