@@ -217,7 +217,7 @@ pub const EXPORT_FITS: &str = "export_fits";
 
 /// The least share of the table's spread that the exported network reproduces
 /// (`export_fits`): 0.93-1.00 on the tables measured that fit, below 0 on those of
-/// one-number codes (docs/trust.md, "A ride in two stages").
+/// one-number codes (docs/trust.md, "Discrete spaces as gymnasium logs them").
 pub const EXPORT_FITS_MIN: f64 = 0.5;
 
 /// The check that the network exported for a table of Q-values (tabular Q-learning
