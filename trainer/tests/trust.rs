@@ -492,6 +492,81 @@ fn a_log_cut_at_its_goals_ends_them_for_q_learning() {
     assert!(rho > 0.8, "V against minus the distance to the goal: {rho}");
 }
 
+/// A walk along a row of cells to the last, one step in five back, from random cells:
+/// each row's cell and next cell, and whether it ends at the last cell (terminal) or by
+/// the time limit.
+struct Walk {
+    path: Vec<(usize, usize)>,
+    term: Vec<bool>,
+    tout: Vec<bool>,
+}
+
+impl Walk {
+    /// Episodes of at most `longest` steps along `cells` cells, until there are `rows`
+    /// transitions.
+    fn new(cells: usize, rows: usize, longest: usize, seed: u64) -> Walk {
+        let mut next_rand = common::xorshift(seed);
+        let (mut path, mut term, mut tout) = (vec![], vec![], vec![]);
+        while path.len() < rows {
+            let mut p = (next_rand() % cells as u64) as usize;
+            for t in 0..longest {
+                let q = match next_rand().is_multiple_of(5) {
+                    true => p.saturating_sub(1),
+                    false => p + 1,
+                };
+                path.push((p, q));
+                term.push(q == cells);
+                tout.push(q < cells && t + 1 == longest);
+                if q == cells || t + 1 == longest {
+                    break;
+                }
+                p = q;
+            }
+        }
+        Walk { path, term, tout }
+    }
+
+    /// The walk as a dataset, each cell's state given by `of`.
+    fn data(&self, of: &dyn Fn(usize) -> Vec<f32>, rewards: Vec<f32>) -> laq::data::Dataset {
+        let states = |at: &dyn Fn(&(usize, usize)) -> usize| -> Vec<f32> {
+            self.path.iter().flat_map(|x| of(at(x))).collect()
+        };
+        laq::data::Dataset {
+            obs_shape: vec![of(0).len()],
+            observations: states(&|&(p, _)| p).into(),
+            next_observations: states(&|&(_, q)| q).into(),
+            rewards,
+            terminals: self.term.clone(),
+            timeouts: Some(self.tout.clone()),
+            next_missing: None,
+            actions: None,
+        }
+    }
+
+    /// Each row's cell.
+    fn cells(&self) -> Vec<f64> {
+        self.path.iter().map(|&(p, _)| p as f64).collect()
+    }
+}
+
+/// V of every row of the dataset file `data` by `laq predict` of run `run`.
+fn predicted(run: &std::path::Path, data: &std::path::Path) -> Vec<f64> {
+    let csv = run.with_extension("csv");
+    ok(&[
+        "predict",
+        "--model",
+        run.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    (text.lines().skip(1))
+        .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+        .collect()
+}
+
 /// States logged as one number that codes them (a discrete space's code, as gymnasium's
 /// Taxi logs its states): the table tabular Q-learning learns ships as it is, a network
 /// through every entry, and the run is trusted. Beside another value (the code and the
@@ -500,30 +575,11 @@ fn a_log_cut_at_its_goals_ends_them_for_q_learning() {
 /// to try.
 #[test]
 fn a_table_of_codes_ships_as_it_is_and_a_fit_that_misses_is_named() {
-    use laq::data::Dataset;
     let dir = tempfile::tempdir().unwrap();
     // A walk along 200 cells to a reward at the last, one step in five back.
     let cells = 200usize;
-    let mut next_rand = common::xorshift(11);
-    let (mut path, mut rew, mut term, mut tout) = (vec![], vec![], vec![], vec![]);
-    while rew.len() < 40_000 {
-        let mut p = (next_rand() % cells as u64) as usize;
-        for t in 0..400 {
-            let q = if next_rand().is_multiple_of(5) {
-                p.saturating_sub(1)
-            } else {
-                p + 1
-            };
-            path.push((p, q));
-            rew.push(f32::from(u8::from(q == cells)));
-            term.push(q == cells);
-            tout.push(q < cells && t == 399);
-            if q == cells || t == 399 {
-                break;
-            }
-            p = q;
-        }
-    }
+    let walk = Walk::new(cells, 40_000, 400, 11);
+    let rewards: Vec<f32> = walk.term.iter().map(|&t| f32::from(u8::from(t))).collect();
     // The corridor folded into 10 rows of 20 and coded as Taxi codes its grid, column
     // first: neighbours' codes lie 10 apart (189 where a row ends), and V jumps from code
     // to code. Beside the parity, a code that scatters the cells (211 is prime).
@@ -533,25 +589,7 @@ fn a_table_of_codes_ships_as_it_is_and_a_fit_that_misses_is_named() {
         ("code", &code as &dyn Fn(usize) -> Vec<f32>),
         ("parity", &parity),
     ] {
-        let width = of(0).len();
-        let d = Dataset {
-            obs_shape: vec![width],
-            observations: path
-                .iter()
-                .flat_map(|&(p, _)| of(p))
-                .collect::<Vec<_>>()
-                .into(),
-            next_observations: path
-                .iter()
-                .flat_map(|&(_, q)| of(q))
-                .collect::<Vec<_>>()
-                .into(),
-            rewards: rew.clone(),
-            terminals: term.clone(),
-            timeouts: Some(tout.clone()),
-            next_missing: None,
-            actions: None,
-        };
+        let d = walk.data(of, rewards.clone());
         let file = dir.path().join(format!("{name}.npz"));
         d.save(&file).unwrap();
         let run = dir.path().join(name);
@@ -570,26 +608,8 @@ fn a_table_of_codes_ships_as_it_is_and_a_fit_that_misses_is_named() {
             assert!(fits["value"].as_f64().unwrap() > 0.99, "{fits}");
             assert_eq!(m["trust"]["verdict"], "trusted", "{m}");
             // V rises along the walk, whatever the codes.
-            let csv = dir.path().join("v.csv");
-            let model = run.to_str().unwrap();
-            let data = file.to_str().unwrap();
-            ok(&[
-                "predict",
-                "--model",
-                model,
-                "--data",
-                data,
-                "--out",
-                csv.to_str().unwrap(),
-            ]);
-            let text = std::fs::read_to_string(&csv).unwrap();
-            let v: Vec<f64> = text
-                .lines()
-                .skip(1)
-                .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
-                .collect();
-            let at: Vec<f64> = path.iter().map(|&(p, _)| p as f64).collect();
-            let rho = laq::util::stats::spearman(&v, &at);
+            let v = predicted(&run, &file);
+            let rho = laq::util::stats::spearman(&v, &walk.cells());
             assert!(rho > 0.95, "V against the cell: {rho}");
         } else {
             assert_eq!(fits["pass"], false, "{fits}");
@@ -599,4 +619,43 @@ fn a_table_of_codes_ships_as_it_is_and_a_fit_that_misses_is_named() {
             );
         }
     }
+}
+
+/// A log that pays -1 on every step, the one that reaches the goal too, and marks the goal
+/// only by ending the episode there (gymnasium's MountainCar and CliffWalking): the run
+/// learns the value above paying the cost for ever, so the ends are its rewards, its V
+/// is trusted and rises along the walk, and the run and the model say so. Before, no row
+/// lay above the cost and the run was doubtful by `rewards`.
+#[test]
+fn a_cost_until_the_end_is_learned_as_the_value_above_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A walk along 60 cells of a 6 x 10 grid to the last, one step in five back.
+    let walk = Walk::new(60, 20_000, 300, 5);
+    let cell = |p: usize| vec![(p / 10) as f32, (p % 10) as f32];
+    let d = walk.data(&cell, vec![-1.0; walk.path.len()]);
+    let file = dir.path().join("walk.npz");
+    d.save(&file).unwrap();
+    let run = dir.path().join("run");
+    let out = ok(&[
+        "train",
+        "--data",
+        file.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    let m = metrics(&run.join("metrics.json"));
+    assert_eq!(m["trust"]["verdict"], "trusted", "{out}");
+    assert_eq!(m["cost_to_end"]["cost"], -1.0, "{m}");
+    let summary = std::fs::read_to_string(run.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("a cost of -1 a step until the episode ends"),
+        "{summary}"
+    );
+    let info = ok(&["inspect", run.join("value.safetensors").to_str().unwrap()]);
+    assert!(info.contains("cost_per_step"), "{info}");
+    // 1 one step from the end, 0 never ending.
+    let v = predicted(&run, &file);
+    assert!(v.iter().all(|&x| (-0.05..=1.05).contains(&x)), "{v:?}");
+    let rho = laq::util::stats::spearman(&v, &walk.cells());
+    assert!(rho > 0.95, "V against the cell: {rho}");
 }

@@ -3,6 +3,7 @@
 
 pub mod array;
 pub mod contexts;
+pub mod cost;
 pub mod dedup;
 pub mod files;
 pub mod following;

@@ -632,7 +632,12 @@ fn dataset(path: &Path, read: &ReadOptions) -> Result<DatasetReport> {
             max_len: eps.iter().max().copied(),
             mean_len: n as f64 / eps.len().max(1) as f64,
         },
-        steps_to_reward: Horizon::of(&d),
+        // Where the rewards are a cost per step until the episodes end, the ends are what
+        // `laq train` learns to reach.
+        steps_to_reward: match crate::data::cost::CostToEnd::of(&d, 0.99) {
+            Some(cost) => Horizon::of(&cost.apply(&d)),
+            None => Horizon::of(&d),
+        },
         terminals: d.terminals.iter().filter(|&&t| t).count(),
         timeouts: d
             .timeouts
@@ -675,12 +680,19 @@ impl fmt::Display for DatasetReport {
             r.nonzero,
             100.0 * r.nonzero as f64 / n.max(1) as f64
         )?;
-        if let Some(b) = r.cost_per_step {
-            writeln!(
+        match r.cost_per_step {
+            Some(b) if self.terminals > 0 => writeln!(
+                f,
+                "  rewards: {b} on most rows is a cost per step until an episode ends on a \
+                 terminal row; `laq train` learns the value above paying it for ever, each \
+                 end as a reward (docs/trust.md, \"A cost until the end\")"
+            )?,
+            Some(b) => writeln!(
                 f,
                 "  rewards: {b} on most rows is a cost per step; the rewarded rows are those \
                  above it"
-            )?;
+            )?,
+            None => {}
         }
         let e = &self.episodes;
         writeln!(

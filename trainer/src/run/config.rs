@@ -1,6 +1,7 @@
 //! Every setting of a training run: defaults that suit the data, TOML in and out.
 
 use crate::data::contexts;
+use crate::data::cost::CostToEnd;
 use crate::data::paths;
 use crate::data::read::ReadOptions;
 use crate::data::Dataset;
@@ -405,7 +406,13 @@ impl TrainConfig {
     /// settings for images, whose Q-learning follows the data's trajectories, at the
     /// discount of its horizon, where its far states lie beyond the one-step copies'
     /// reach ([`IMAGE_TRAJECTORY_COPIES`]).
+    ///
+    /// A log that pays a cost per step until its episodes end is judged as Q-learning
+    /// learns it, its ends rewarded ([`CostToEnd`]; the discount does not move where
+    /// the rewards lie).
     pub fn for_data(data: &Dataset) -> Self {
+        let learned = CostToEnd::of(data, 0.99).map(|c| c.apply(data));
+        let data = learned.as_ref().unwrap_or(data);
         if data.is_image() {
             let mut cfg = TrainConfig::images(&data.obs_shape);
             let copies = cfg.dqn.steps / cfg.dqn.target_update;
@@ -415,7 +422,9 @@ impl TrainConfig {
             }
             cfg
         } else if qlearn::is_tabular(data) {
-            TrainConfig::default()
+            let mut cfg = TrainConfig::default();
+            cfg.tabular.unshown_at_value = learned.is_some() || data.reward_baseline() < 0.0;
+            cfg
         } else {
             let mut cfg = TrainConfig::continuous();
             cfg.dqn.gamma = horizon_gamma(data);

@@ -255,6 +255,17 @@ pub fn report(
         metrics.q,
         cfg.seed
     );
+    if let Some(c) = &metrics.cost_to_end {
+        let _ = writeln!(
+            s,
+            "The log pays {} a step until its episodes end ({} terminal rows), so V was \
+             learned, judged and exported as the value above paying that cost for ever, \
+             each end rewarded 1: 1 one step from an end, 0 for a state that never ends \
+             (the return in the data's units: cost x (1 - gamma V) / (1 - gamma), gamma \
+             {}). It orders the states as the return does.\n",
+            c.cost, c.ends, c.gamma
+        );
+    }
     if let Some(n) = metrics.reward_cuts_ended {
         let _ = writeln!(
             s,

@@ -227,6 +227,10 @@ pub struct RunMetrics {
     /// ([`crate::run::config::TrainConfig::ends_at_reward_cuts`]), where it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward_cuts_ended: Option<usize>,
+    /// Where the log pays a cost per step until its episodes end: V is the value above
+    /// paying it for ever ([`crate::data::cost::CostToEnd`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_to_end: Option<crate::data::cost::CostToEnd>,
     /// What reading the dataset did: rows left out and why, terminal rows without a next
     /// observation, derived rewards, assumptions (empty for a file read as it is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -485,6 +489,9 @@ impl fmt::Display for RunMetrics {
         )?;
         writeln!(f, "  label usage        {:?}", self.label_usage)?;
         writeln!(f, "  Q-learning         {}", self.q)?;
+        if let Some(c) = &self.cost_to_end {
+            writeln!(f, "  rewards            {c}")?;
+        }
         if let Some(n) = self.reward_cuts_ended {
             writeln!(
                 f,

@@ -4,6 +4,7 @@ use super::config::{TrainConfig, ValueHead};
 use super::deep::{deep_run, member_seed};
 use super::record::{AnotherSeed, Candidate, ContextsLeftOut, NoiseIgnored, Retargeted};
 use super::trust::{self, Evidence, Trust};
+use crate::data::cost::CostToEnd;
 use crate::data::Dataset;
 use crate::export::ValueModel;
 use crate::stages::checkpoint::{Checkpointer, State};
@@ -18,6 +19,9 @@ use std::time::Instant;
 /// Everything a run produced.
 pub struct Trained {
     pub labelled: Labelled,
+    /// Where the log pays a cost per step until its episodes end: V was learned, judged
+    /// and exported as the value above paying it for ever ([`CostToEnd`]).
+    pub cost_to_end: Option<CostToEnd>,
     /// Rows on which the log cuts an episode at its reward and Q-learning ended it
     /// ([`TrainConfig::ends_at_reward_cuts`]), where it did.
     pub reward_cuts_ended: Option<usize>,
@@ -81,7 +85,10 @@ pub struct Trained {
 /// the same model as an uninterrupted one.
 ///
 /// Rows that change a context ([`crate::data::contexts::carried`]) are no step of the
-/// task: the rest is trained on, and those rows take the most used label.
+/// task: the rest is trained on, and those rows take the most used label. A log that
+/// pays a cost per step until its episodes end is learned, judged and exported as the
+/// value above paying that cost for ever ([`CostToEnd`]; `Trained::cost_to_end`); the
+/// data is then copied with those rewards.
 pub fn train(
     data: &Dataset,
     cfg: &TrainConfig,
@@ -89,6 +96,27 @@ pub fn train(
     ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
     crate::export::fits_runtime(&data.obs_shape)?;
+    let gamma = match q_for(cfg, data) {
+        QKind::Tabular => cfg.tabular.gamma,
+        _ => cfg.dqn.gamma,
+    };
+    let Some(cost) = CostToEnd::of(data, gamma) else {
+        return train_contexts(data, cfg, device, ckpt);
+    };
+    log::info!("rewards: {cost}");
+    let mut tr = train_contexts(&cost.apply(data), cfg, device, ckpt)?;
+    (tr.model.info).insert("cost_per_step".into(), cost.cost.to_string());
+    tr.cost_to_end = Some(cost);
+    Ok(tr)
+}
+
+/// [`train`] on rewards Q-learning learns from as they are.
+fn train_contexts(
+    data: &Dataset,
+    cfg: &TrainConfig,
+    device: &Device,
+    ckpt: Option<&mut Checkpointer>,
+) -> Result<Trained> {
     let Some((left_out, carried)) = ContextsLeftOut::of(data) else {
         return train_rows(data, cfg, device, ckpt);
     };
@@ -322,6 +350,7 @@ fn train_seed(
             timings.push(("trust checks".into(), t.elapsed().as_secs_f64()));
             Trained {
                 labelled,
+                cost_to_end: None,
                 reward_cuts_ended: cuts_ended(cfg, data),
                 q_used,
                 table: Some(table),
@@ -435,6 +464,7 @@ fn train_seed(
             let learned = run.learned;
             Trained {
                 labelled,
+                cost_to_end: None,
                 reward_cuts_ended: cuts_ended(&run.config, data),
                 q_used: variant,
                 table: None,

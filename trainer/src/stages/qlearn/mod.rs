@@ -74,6 +74,12 @@ pub struct TabularConfig {
     pub lr: f64,
     /// Passes over the data, each in a fresh seeded random order.
     pub passes: usize,
+    /// Entries no transition showed are exported at their state's V (an in-support
+    /// maximum a fitted network follows more closely), rather than at the least shown
+    /// value below 0, or 0. [`crate::run::config::TrainConfig::for_data`] sets it where
+    /// the rewards are a cost per step (docs/trust.md, "A cost until the end").
+    #[serde(default)]
+    pub unshown_at_value: bool,
 }
 
 impl Default for TabularConfig {
@@ -83,6 +89,7 @@ impl Default for TabularConfig {
             gamma: 0.95,
             lr: 0.3,
             passes: 3,
+            unshown_at_value: false,
         }
     }
 }

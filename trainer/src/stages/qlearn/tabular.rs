@@ -47,6 +47,17 @@ impl Table {
     }
 }
 
+/// The values of a row of the table (`row`: its entries) that the data shows.
+fn shown<'a>(
+    q: &'a [f64],
+    seen: &'a [bool],
+    row: std::ops::Range<usize>,
+) -> impl Iterator<Item = f64> + 'a {
+    (q[row.clone()].iter().zip(&seen[row]))
+        .filter(|(_, &shown)| shown)
+        .map(|(&v, _)| v)
+}
+
 /// Tabular Q-learning. No bootstrapping past terminals.
 pub fn tabular(
     data: &Dataset,
@@ -80,10 +91,7 @@ pub fn tabular(
         seen[s[i] * k + labels[i] as usize] = true;
     }
     let best = |q: &[f64], state: usize| {
-        let row = state * k..(state + 1) * k;
-        (q[row.clone()].iter().zip(&seen[row]))
-            .filter(|(_, &shown)| shown)
-            .map(|(&v, _)| v)
+        shown(q, &seen, state * k..(state + 1) * k)
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
             .unwrap_or(floor)
     };
@@ -116,22 +124,19 @@ pub fn tabular(
         }
     }
     // Entries no transition showed are set so that the maximum over a row (the exported
-    // network's too) is the in-support one: under a cost per step, to their state's V (a
-    // network fits such a row more easily than one holding its least value: docs/trust.md,
-    // "Discrete spaces as gymnasium logs them"); otherwise to the least of the shown
-    // values where that is below 0, so that with rewards of 0 and above nothing changes
-    // (every value is 0 or more, the unshown ones 0).
+    // network's too) is the in-support one: to their state's V where the rewards are a
+    // cost per step (`unshown_at_value`; a network fits such a row more easily than one
+    // holding its least value: docs/trust.md, "A cost until the end"); otherwise to the
+    // least of the shown values where that is below 0, so that with rewards of 0 and
+    // above nothing changes (every value is 0 or more, the unshown ones 0).
     for state in 0..index.len() {
         let row = state * k..(state + 1) * k;
-        let fill = match floor {
-            0.0 => (q[row.clone()].iter().zip(&seen[row.clone()]))
-                .filter(|(_, &shown)| shown)
-                .map(|(&v, _)| v)
-                .fold(0.0, f64::min),
-            _ => best(&q, state),
+        let fill = match cfg.unshown_at_value || floor != 0.0 {
+            true => best(&q, state),
+            false => shown(&q, &seen, row.clone()).fold(0.0, f64::min),
         };
-        for (v, &shown) in q[row.clone()].iter_mut().zip(&seen[row]) {
-            if !shown {
+        for (v, &is_shown) in q[row.clone()].iter_mut().zip(&seen[row]) {
+            if !is_shown {
                 *v = fill;
             }
         }
