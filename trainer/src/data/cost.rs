@@ -109,7 +109,7 @@ mod tests {
 
     /// The exact claim of the module: Q-learning on the learned rewards gives, for every
     /// state of a chain with a cost and a cliff, the value on the data's rewards mapped
-    /// by `V' = 1 - V (1 - gamma) / c`.
+    /// by `V' = (1 - V (1 - gamma) / c) / gamma`.
     #[test]
     fn the_value_above_the_cost_maps_to_the_value_of_the_cost() {
         // States 0..5 on a chain; from each, a step right (-1; from 4 it ends), or a step
