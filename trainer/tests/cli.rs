@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{laq, metrics, ok};
+use common::{laq, metrics, ok, predicted};
 use std::path::Path;
 use std::process::Command;
 
@@ -694,22 +694,7 @@ fn image_datasets_train_predict_and_inspect() {
         ]);
         let model = Path::new(&run).join("value.safetensors");
         assert!(!Path::new(&run).join("qnet.safetensors").exists());
-        let csv = p(&format!("{q}.csv"));
-        ok(&[
-            "predict",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            &p("frames.safetensors"),
-            "--out",
-            &csv,
-        ]);
-        let text = std::fs::read_to_string(&csv).unwrap();
-        let v: Vec<f32> = text
-            .lines()
-            .skip(1)
-            .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
-            .collect();
+        let v = predicted(&model, Path::new(&p("frames.safetensors")));
         assert_eq!(v.len(), data.len());
         // The runtime's values are those of the trainer's reading of the same file
         // (candle's conv2d).
@@ -723,7 +708,7 @@ fn image_datasets_train_predict_and_inspect() {
             .unwrap();
         for (i, (a, b)) in v.iter().zip(&want).enumerate() {
             assert!(
-                (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                (a - f64::from(*b)).abs() <= 1e-5 * f64::from(b.abs()).max(1.0),
                 "{q} row {i}: {a} vs {b}"
             );
         }

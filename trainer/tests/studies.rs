@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{laq, metrics, ok};
+use common::{laq, metrics, ok, predicted};
 
 /// The paper's grid-world claims, computed from scratch by `laq reproduce gridworld`.
 #[test]
@@ -44,21 +44,8 @@ fn reproduce_gridworld_meets_the_papers_claims() {
     assert_eq!(m["sticky"].as_array().unwrap().len(), 5);
     assert!(out.join("model/value.safetensors").exists());
     // The exported model is evaluated through the runtime by `laq predict`.
-    let csv = dir.path().join("v.csv");
-    ok(&[
-        "predict",
-        "--model",
-        out.join("model/value.safetensors").to_str().unwrap(),
-        "--data",
-        out.join("grid.npz").to_str().unwrap(),
-        "--out",
-        csv.to_str().unwrap(),
-    ]);
-    let text = std::fs::read_to_string(&csv).unwrap();
-    assert_eq!(
-        text.lines().count(),
-        m["transitions"].as_u64().unwrap() as usize + 1
-    );
+    let rows = predicted(&out.join("model/value.safetensors"), &out.join("grid.npz"));
+    assert_eq!(rows.len(), m["transitions"].as_u64().unwrap() as usize);
 }
 
 /// `laq reproduce maze2d` at toy size: every method gets finite Spearman figures of both

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{laq, metrics, ok};
+use common::{laq, metrics, ok, predicted};
 
 /// Every run judges its own V: the grid world's is trusted, the same data with s'
 /// shuffled is doubtful (and `--strict` makes that exit with status 4) and says to check
@@ -259,22 +259,7 @@ fn an_undertrained_maze_v_is_doubtful() {
     let elsewhere = dir.path().join("elsewhere.npz");
     with_wandering_channels(&maze, &elsewhere, 4, 8);
     let model = first.join("value.safetensors");
-    let v = |data: &std::path::Path| -> Vec<String> {
-        let csv = data.with_extension("csv");
-        ok(&[
-            "predict",
-            "--model",
-            model.to_str().unwrap(),
-            "--data",
-            data.to_str().unwrap(),
-            "--out",
-            csv.to_str().unwrap(),
-        ]);
-        let text = std::fs::read_to_string(&csv).unwrap();
-        let last = |l: &str| l.rsplit(',').next().unwrap().to_string();
-        text.lines().skip(1).map(last).collect()
-    };
-    assert_eq!(v(&wander), v(&elsewhere));
+    assert_eq!(predicted(&model, &wander), predicted(&model, &elsewhere));
     let shown = ok(&["inspect", model.to_str().unwrap()]);
     let line = "values V does not read (scale 0; the run's `ignored_values`): 4, 5, 6, 7";
     assert!(shown.contains(line), "{shown}");
@@ -475,19 +460,7 @@ fn a_log_cut_at_its_goals_ends_them_for_q_learning() {
     assert_eq!(alike["pass"], true, "{alike}");
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
     assert!(config.contains("reward_cuts_end = true"), "{config}");
-    let csv = dir.path().join("v.csv");
-    ok(&[
-        "predict",
-        "--model",
-        run.join("value.safetensors").to_str().unwrap(),
-        "--data",
-        file.to_str().unwrap(),
-        "--out",
-        csv.to_str().unwrap(),
-    ]);
-    let v: Vec<f64> = (std::fs::read_to_string(&csv).unwrap().lines().skip(1))
-        .map(|line| line.rsplit(',').next().unwrap().parse().unwrap())
-        .collect();
+    let v = predicted(&run.join("value.safetensors"), &file);
     let rho = laq::util::stats::spearman(&v, &distance);
     assert!(rho > 0.8, "V against minus the distance to the goal: {rho}");
 }
@@ -547,24 +520,6 @@ impl Walk {
     fn cells(&self) -> Vec<f64> {
         self.path.iter().map(|&(p, _)| p as f64).collect()
     }
-}
-
-/// V of every row of the dataset file `data` by `laq predict` of run `run`.
-fn predicted(run: &std::path::Path, data: &std::path::Path) -> Vec<f64> {
-    let csv = run.with_extension("csv");
-    ok(&[
-        "predict",
-        "--model",
-        run.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-        "--out",
-        csv.to_str().unwrap(),
-    ]);
-    let text = std::fs::read_to_string(&csv).unwrap();
-    (text.lines().skip(1))
-        .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
-        .collect()
 }
 
 /// States logged as one number that codes them (a discrete space's code, as gymnasium's

@@ -36,6 +36,33 @@ pub fn metrics(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// `laq predict` of `model` (a value file or a run directory) over `data`, into a CSV
+/// beside the model: the columns of each row, V last.
+pub fn predict(model: &Path, data: &Path) -> Vec<Vec<f64>> {
+    let csv = model.with_extension("csv");
+    ok(&[
+        "predict",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    (text.lines().skip(1))
+        .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+        .collect()
+}
+
+/// V of each row of `data` as `laq predict` gives it from `model`.
+pub fn predicted(model: &Path, data: &Path) -> Vec<f64> {
+    predict(model, data)
+        .into_iter()
+        .map(|row| *row.last().unwrap())
+        .collect()
+}
+
 /// `laq train` on `data` into `dir/run`, then `laq predict` of its V over the same file:
 /// the training summary, and the Spearman of the prediction's column 1 (the state's first
 /// value) against its V. The summary must say what reading the file left out.
@@ -47,22 +74,8 @@ pub fn train_and_rank(data: &str, dir: &Path) -> (String, f64) {
             && summary.contains("rows left out"),
         "the run reports what reading did: {summary}"
     );
-    let csv = dir.join("v.csv");
-    let model = run.join("value.safetensors");
-    ok(&[
-        "predict",
-        "--model",
-        model.to_str().unwrap(),
-        "--data",
-        data,
-        "--out",
-        csv.to_str().unwrap(),
-    ]);
-    let (mut first, mut value) = (vec![], vec![]);
-    for line in std::fs::read_to_string(&csv).unwrap().lines().skip(1) {
-        let cols: Vec<f64> = line.split(',').map(|c| c.parse().unwrap()).collect();
-        first.push(cols[1]);
-        value.push(cols[3]);
-    }
+    let rows = predict(&run.join("value.safetensors"), Path::new(data));
+    let first: Vec<f64> = rows.iter().map(|r| r[1]).collect();
+    let value: Vec<f64> = rows.iter().map(|r| r[3]).collect();
     (summary, laq::util::stats::spearman(&first, &value))
 }
