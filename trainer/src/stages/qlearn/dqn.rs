@@ -180,11 +180,20 @@ pub fn dqn_group(
             kept: vec![],
         });
     }
+    // Q-learning runs in its own units (`DqnConfig::return_scale`); every value leaves
+    // this function in the data's.
     let (lo, hi) = return_bounds(data, cfg.gamma);
-    let cql_alpha = if variant == QKind::Cql {
-        cfg.cql_alpha as f32
-    } else {
-        0.0
+    let scale = cfg.reward_factor((lo, hi));
+    let (lo, hi) = (lo * scale, hi * scale);
+    let rewards: Vec<f32> = data.rewards.iter().map(|&r| r * scale).collect();
+    let bound: Option<Vec<f32>> = bound.map(|b| b.iter().map(|&u| u * scale).collect());
+    // The conservative term's gradient does not grow with the scale of Q, the TD term's
+    // does: `cql_alpha` weighs it against returns of at most 1, and in units where they
+    // reach `return_scale` it weighs that much more.
+    let cql_alpha = match variant {
+        QKind::Cql if cfg.return_scale > 0.0 => (cfg.cql_alpha * cfg.return_scale) as f32,
+        QKind::Cql => cfg.cql_alpha as f32,
+        _ => 0.0,
     };
     let network = |nets: &Nets| QNetwork {
         net: nets.q.clone(),
@@ -197,13 +206,18 @@ pub fn dqn_group(
         checkpoints: vec![],
         snapshots: vec![],
     };
+    // V of the probe states in the data's units.
+    let probed = |nets: &Nets, p: &[f32]| -> Result<Vec<f32>> {
+        let v = network(nets).values(p, device)?;
+        Ok(v.into_iter().map(|v| v / scale).collect())
+    };
     // Networks of their own, for a copy of the online ones kept at a checkpoint.
     let fresh = || -> Result<(VarMap, Nets)> {
         let (svm, svb) = nn::new_varmap(device);
         Ok((svm, build(svb)?))
     };
     // Lambda-returns: targets of every transition, recomputed from the target networks.
-    let traces = (cfg.lambda > 0.0).then(|| Traces::of(data));
+    let traces = (cfg.lambda > 0.0).then(|| Traces::of(data, scale));
     let refresh = |members: &mut [Member]| -> Result<()> {
         let Some(t) = &traces else {
             return Ok(());
@@ -220,7 +234,7 @@ pub fn dqn_group(
             members[m].targets = t.returns(
                 data,
                 &boot,
-                bound,
+                bound.as_deref(),
                 cfg.gamma as f32,
                 cfg.lambda as f32,
                 (lo, hi),
@@ -250,7 +264,7 @@ pub fn dqn_group(
                 st.load_vars(&key(&format!("kept.{i}")), &svm)?;
                 // The probe's V follows from the kept networks, as when it was first taken.
                 if let Some(p) = probe {
-                    mb.snapshots.push((at, network(&nets).values(p, device)?));
+                    mb.snapshots.push((at, probed(&nets, p)?));
                 }
                 mb.kept.push((svm, nets));
             }
@@ -273,7 +287,7 @@ pub fn dqn_group(
                     inputs.fill(i, true, &mut bs_s2[j * d..(j + 1) * d]);
                 }
                 bs_a[j] = labels[i];
-                bs_r[j] = data.rewards[i];
+                bs_r[j] = rewards[i];
                 bs_t[j] = data.terminals[i];
                 if let Some(&y) = mb.targets.get(i) {
                     bs_y[j] = y;
@@ -315,15 +329,15 @@ pub fn dqn_group(
                         device,
                     )?
                 }
-            } as f64;
+            } as f64
+                / f64::from(scale * scale);
             if let Some(mean) = mb.curve.push(step, loss) {
                 log::debug!("Q-learning step {}: mean TD loss {mean:.4e}", step + 1);
                 bar.set_message(format!("TD loss {mean:.2e}"));
             }
             if let Some(p) = probe {
                 if (step + 1) % every == 0 {
-                    mb.snapshots
-                        .push((step + 1, network(&mb.online).values(p, device)?));
+                    mb.snapshots.push((step + 1, probed(&mb.online, p)?));
                     let (svm, nets) = fresh()?;
                     nn::copy_vars(&mb.vm, &svm)?;
                     mb.kept.push((svm, nets));
@@ -354,16 +368,21 @@ pub fn dqn_group(
         }
     }
     bar.finish_and_clear();
-    Ok(members
+    let unscaled = |nets: &Nets| -> Result<QNetwork> { Ok(network(&nets.in_units(1.0 / scale)?)) };
+    members
         .into_iter()
         .map(|mb| {
-            let mut out = network(&mb.online);
+            let mut out = unscaled(&mb.online)?;
             out.loss_curve = mb.curve.means;
             out.checkpoints = mb.snapshots;
-            out.snapshots = mb.kept.iter().map(|(_, nets)| network(nets)).collect();
-            out
+            out.snapshots = mb
+                .kept
+                .iter()
+                .map(|(_, nets)| unscaled(nets))
+                .collect::<Result<_>>()?;
+            Ok(out)
         })
-        .collect())
+        .collect()
 }
 
 /// The networks one variant trains: Q, and BCQ's imitation or IQL's value network.
@@ -373,23 +392,38 @@ struct Nets {
     value: Option<QModel>,
 }
 
+impl Nets {
+    /// These networks with every value multiplied by `factor` (the imitation network's
+    /// logits are not values).
+    fn in_units(&self, factor: f32) -> Result<Nets> {
+        Ok(Nets {
+            q: self.q.scaled(factor)?,
+            imitation: self.imitation.clone(),
+            value: self.value.as_ref().map(|v| v.scaled(factor)).transpose()?,
+        })
+    }
+}
+
 /// Which transition continues each one in the data: row `i + 1`, when it starts where
-/// row `i` ended and no terminal or timeout lies between them.
+/// row `i` ended and no terminal or timeout lies between them; and the factor of the
+/// units Q-learning learns in.
 struct Traces {
     continues: Vec<bool>,
+    scale: f32,
 }
 
 impl Traces {
-    fn of(data: &Dataset) -> Self {
+    fn of(data: &Dataset, scale: f32) -> Self {
         let n = data.len();
         let continues = (0..n).map(|i| data.continues(i)).collect();
-        Traces { continues }
+        Traces { continues, scale }
     }
 
     /// Lambda-returns of every transition: G_i = r_i + gamma * [(1 - lambda) B_i +
     /// lambda G_{i+1}] along the data's trajectories, G_i = r_i + gamma B_i where a
-    /// trajectory breaks, r_i at a terminal; `boot` holds B_i, the value of row i's next
-    /// observation, clipped to `bound`. Each G is clamped to the possible returns.
+    /// trajectory breaks, r_i at a terminal (the data's reward in Q-learning's units);
+    /// `boot` holds B_i, the value of row i's next observation, clipped to `bound`. Each
+    /// G is clamped to the possible returns.
     fn returns(
         &self,
         data: &Dataset,
@@ -414,7 +448,7 @@ impl Traces {
             } else {
                 b
             };
-            g[i] = (data.rewards[i] + gamma * tail).clamp(lo, hi);
+            g[i] = (data.rewards[i] * self.scale + gamma * tail).clamp(lo, hi);
         }
         g
     }
@@ -626,7 +660,7 @@ mod tests {
             next_missing: None,
             actions: None,
         };
-        let t = Traces::of(&d);
+        let t = Traces::of(&d, 1.0);
         assert_eq!(t.continues, [true, true, false, true, false]);
         let boot = [0.5, 0.25, 7.0, 0.5, 0.5];
         let g = t.returns(&d, &boot, None, 0.5, 0.5, (0.0, 1.0));

@@ -113,7 +113,8 @@ pub struct DqnConfig {
     /// CQL: weight of the conservative term logsumexp_a Q(s, a) - Q(s, a_data). Its
     /// gradient does not grow with the scale of Q while the TD term's does, so with
     /// returns up to 1/(1-gamma) a small weight suffices: on U-maze data, 1.0 turned the
-    /// ranking upside down (Spearman -0.24 against the oracle) and 0.05 gave 0.90.
+    /// ranking upside down (Spearman -0.24 against the oracle) and 0.05 gave 0.90. In
+    /// units where returns reach `return_scale`, the weight is that many times this.
     pub cql_alpha: f64,
     /// Number of evenly spaced checkpoints at which `probe` states are evaluated.
     pub checkpoints: usize,
@@ -138,6 +139,15 @@ pub struct DqnConfig {
     /// The convolutional trunk (used when the network is convolutional).
     #[serde(default)]
     pub conv: ConvConfig,
+    /// The largest return in the units Q-learning learns in: the rewards are multiplied by
+    /// this over the largest return the data allows ([`return_bounds`]), and every value
+    /// is divided back before it leaves Q-learning. Adam moves each weight by about its
+    /// learning rate whatever the targets' size, so in units of 1 the network's noise is
+    /// as large as the differences between far states; any rescaling of a log's rewards
+    /// trains alike. 0 (the default) learns in the data's own units: no unit was best on
+    /// every data set measured (docs/trust.md, "The units of Q-learning").
+    #[serde(default)]
+    pub return_scale: f64,
 }
 
 fn default_expectile() -> f64 {
@@ -162,6 +172,29 @@ impl Default for DqnConfig {
             expectile: default_expectile(),
             arch: Arch::Auto,
             conv: ConvConfig::default(),
+            return_scale: 0.0,
+        }
+    }
+}
+
+impl DqnConfig {
+    /// What Q-learning multiplies the rewards by, for returns within `(lo, hi)`
+    /// ([`DqnConfig::return_scale`]); 1 where either is 0.
+    ///
+    /// ```
+    /// use laq::stages::qlearn::DqnConfig;
+    /// let cfg = DqnConfig { return_scale: 100.0, ..DqnConfig::default() };
+    /// assert_eq!(cfg.reward_factor((0.0, 1.0)), 100.0);
+    /// assert_eq!(cfg.reward_factor((-400.0, 0.0)), 0.25);
+    /// assert_eq!(cfg.reward_factor((0.0, 0.0)), 1.0);
+    /// let old = DqnConfig { return_scale: 0.0, ..cfg };
+    /// assert_eq!(old.reward_factor((0.0, 1.0)), 1.0);
+    /// ```
+    pub fn reward_factor(&self, (lo, hi): (f32, f32)) -> f32 {
+        let largest = f64::from(lo.abs().max(hi.abs()));
+        match self.return_scale > 0.0 && largest > 0.0 {
+            true => (self.return_scale / largest) as f32,
+            false => 1.0,
         }
     }
 }
@@ -399,6 +432,77 @@ mod tests {
             &Device::Cpu
         )
         .is_err());
+    }
+
+    /// Q-learning learns in its own units: a log whose rewards are ten times as large
+    /// trains the same networks, its values ten times as large, with every variant and
+    /// along the trajectories; in the data's own units (`return_scale` 0) it does not.
+    #[test]
+    fn rewards_in_other_units_train_the_same_v() {
+        let g = GridWorld::default();
+        let data = g.generate(300, 0, 0.0);
+        let tenfold = Dataset {
+            rewards: data.rewards.iter().map(|r| r * 10.0).collect(),
+            ..data.clone()
+        };
+        let labels = gt_labels(&data);
+        let dev = Device::Cpu;
+        let probe: Vec<f32> = (0..36)
+            .flat_map(|s| [(s / 6) as f32, (s % 6) as f32])
+            .collect();
+        let cfg = DqnConfig {
+            hidden: vec![16],
+            steps: 300,
+            target_update: 100,
+            checkpoints: 2,
+            gamma: 0.95,
+            lr: 5e-3,
+            return_scale: 100.0,
+            ..Default::default()
+        };
+        let lambda = DqnConfig {
+            lambda: 1.0,
+            ..cfg.clone()
+        };
+        let v = |d: &Dataset, cfg: &DqnConfig, variant| {
+            let net = dqn_of(d, &labels, 8, cfg, variant, Some(&probe), 3, &dev).unwrap();
+            (net.values(&probe, &dev).unwrap(), net.checkpoints)
+        };
+        for (cfg, variant) in [
+            (&cfg, QKind::Dqn),
+            (&lambda, QKind::Dqn),
+            (&cfg, QKind::Cql),
+            (&lambda, QKind::Bcq),
+            (&lambda, QKind::Iql),
+        ] {
+            let ((one, at_one), (ten, at_ten)) =
+                (v(&data, cfg, variant), v(&tenfold, cfg, variant));
+            let alike = |a: &[f32], b: &[f32]| {
+                a.iter()
+                    .zip(b)
+                    .all(|(a, b)| (10.0 * a - b).abs() <= 1e-4 * b.abs().max(1.0))
+            };
+            assert!(alike(&one, &ten), "{variant:?}: {one:?} against {ten:?}");
+            assert!(
+                one.iter().any(|&x| x > 0.1),
+                "{variant:?} learned nothing: {one:?}"
+            );
+            for ((s, a), (t, b)) in at_one.iter().zip(&at_ten) {
+                assert!(s == t && alike(a, b), "{variant:?}, checkpoint at {s}");
+            }
+        }
+        let own = DqnConfig {
+            return_scale: 0.0,
+            ..cfg.clone()
+        };
+        let (one, ten) = (
+            v(&data, &own, QKind::Dqn).0,
+            v(&tenfold, &own, QKind::Dqn).0,
+        );
+        assert!(one
+            .iter()
+            .zip(&ten)
+            .any(|(a, b)| (10.0 * a - b).abs() > 1e-3));
     }
 
     /// Within a group, a member's lambda-return targets value the label its own target

@@ -60,6 +60,40 @@ impl QModel {
         }
     }
 
+    /// This network with its outputs multiplied by `factor`: the last layer's weights and
+    /// bias scaled, so the same function in other units.
+    ///
+    /// ```
+    /// use candle_core::{Device, Tensor};
+    /// use candle_nn::Module;
+    /// use laq::stages::qlearn::QModel;
+    /// let (vm, vb) = laq::nn::new_varmap(&Device::Cpu);
+    /// let q = QModel::new(vb, 3, None, &[8], 2)?;
+    /// laq::nn::init_vars(&vm, 1)?;
+    /// let x = Tensor::new(&[[0.5f32, -1.0, 2.0]], &Device::Cpu)?;
+    /// let (a, b) = (q.forward(&x)?, q.scaled(4.0)?.forward(&x)?);
+    /// let (a, b): (Vec<f32>, Vec<f32>) = (a.flatten_all()?.to_vec1()?, b.flatten_all()?.to_vec1()?);
+    /// assert!(a.iter().zip(&b).all(|(a, b)| (4.0 * a - b).abs() < 1e-5));
+    /// # Ok::<(), anyhow::Error>(())
+    /// ```
+    pub fn scaled(&self, factor: f32) -> Result<QModel> {
+        let scale = |m: &Mlp| -> Result<Mlp> {
+            let mut m = m.clone();
+            let last = m.layers.last_mut().context("a network without layers")?;
+            let bias = last.bias().context("layer without bias")?;
+            let f = f64::from(factor);
+            *last = candle_nn::Linear::new((last.weight() * f)?, Some((bias * f)?));
+            Ok(m)
+        };
+        Ok(match self {
+            QModel::Mlp(m) => QModel::Mlp(scale(m)?),
+            QModel::Conv(c) => QModel::Conv(ConvQ {
+                head: scale(&c.head)?,
+                ..c.clone()
+            }),
+        })
+    }
+
     pub fn is_conv(&self) -> bool {
         matches!(self, QModel::Conv(_))
     }
