@@ -143,9 +143,9 @@ pub struct DqnConfig {
     /// this over the largest return the data allows ([`return_bounds`]), and every value
     /// is divided back before it leaves Q-learning. Adam moves each weight by about its
     /// learning rate whatever the targets' size, so in units of 1 the network's noise is
-    /// as large as the differences between far states; any rescaling of a log's rewards
-    /// trains alike. 0 (the default) learns in the data's own units: no unit was best on
-    /// every data set measured (docs/trust.md, "The units of Q-learning").
+    /// as large as the differences between far states. With it set, a log's rewards in any
+    /// units train alike. 0 (the default) learns in the data's own units: no unit was best
+    /// on every data set measured (docs/trust.md, "The units of Q-learning").
     #[serde(default)]
     pub return_scale: f64,
 }
@@ -179,7 +179,7 @@ impl Default for DqnConfig {
 
 impl DqnConfig {
     /// What Q-learning multiplies the rewards by, for returns within `(lo, hi)`
-    /// ([`DqnConfig::return_scale`]); 1 where either is 0.
+    /// ([`DqnConfig::return_scale`]); 1 where the setting or the largest return is 0.
     ///
     /// ```
     /// use laq::stages::qlearn::DqnConfig;
