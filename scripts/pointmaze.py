@@ -292,7 +292,11 @@ def ranks(v):
 
 def score(a):
     truth = np.load(a.truth)
-    values = np.loadtxt(a.values, delimiter=",", skiprows=1, usecols=-1)
+    # `value`, not the last column: a V learned above a cost per step has its return
+    # in the log's units after it, the same order at coarser float steps.
+    with open(a.values) as f:
+        column = f.readline().strip().split(",").index("value")
+    values = np.loadtxt(a.values, delimiter=",", skiprows=1, usecols=column)
     if len(values) != len(truth):
         raise SystemExit(f"{a.values}: {len(values)} rows, {a.truth}: {len(truth)}")
     print(f"Spearman {np.corrcoef(ranks(values), ranks(truth))[0, 1]:.3f}")

@@ -326,17 +326,31 @@ class Model:
         """The discount the model was trained with."""
         return float(self._m.gamma)
 
-    def values(self, obs: Any) -> np.ndarray:
+    @property
+    def cost_per_step(self) -> Optional[float]:
+        """The cost a step that V was learned above, where the log paid one until its
+        episodes ended (V is then 1 one step from an end, 0 never ending); ``None``
+        where V is in the log's own units."""
+        c = self._m.cost_per_step
+        return None if c is None else float(c)
+
+    def values(self, obs: Any, in_data_units: bool = False) -> np.ndarray:
         """V of a batch of observations ``[N, *obs_shape]`` as a float32 array ``[N]``,
         or of one observation ``obs_shape`` as a 0-d array. An image model also takes
         frames as ``laq.train`` reads them: channels-last ``[N, H, W, C]``, grey
         ``[N, H, W]``, stacks ``[N, T, C, H, W]`` or ``[N, T, H, W, C]``.
 
+        With ``in_data_units``, each value in the units of the log's rewards (``laq
+        predict``'s ``value_in_data_units``): the same, except where V was learned above
+        a cost per step ``c`` (:attr:`cost_per_step`), then the return
+        ``c * (1 - gamma * V) / (1 - gamma)``. :meth:`select` adds rewards to values in
+        these units.
+
         Numbers of any real dtype are converted to float32. Raises ``ValueError`` for a
         wrong shape or a NaN/infinite value (naming the row), ``TypeError`` for a
         non-numeric array.
         """
-        return self._m.values(_f32(obs, "observations"))
+        return self._m.values(_f32(obs, "observations"), bool(in_data_units))
 
     def select(
         self,

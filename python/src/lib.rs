@@ -493,12 +493,23 @@ impl Model {
         self.owned.model().gamma()
     }
 
+    /// The cost a step that V was learned above (a log that pays it until its episodes
+    /// end), or `None` where V is in the log's own units.
+    #[getter]
+    fn cost_per_step(&self) -> Option<f32> {
+        self.owned.model().cost_per_step()
+    }
+
     /// V of each observation of a batch `[N, *obs_shape]` (float32, shape `[N]`), or of
-    /// one observation (shape `[]`).
+    /// one observation (shape `[]`). With `in_data_units`, each in the units of the
+    /// log's rewards: the same for most models; where V was learned above a cost per
+    /// step `c`, the return `c (1 - gamma V) / (1 - gamma)`.
+    #[pyo3(signature = (obs, in_data_units=false))]
     fn values<'py>(
         &self,
         py: Python<'py>,
         obs: PyReadonlyArrayDyn<'py, f32>,
+        in_data_units: bool,
     ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let (flat, n, single) = self.rows(&obs, "observations")?;
         let d = flat.len() / n.max(1);
@@ -509,6 +520,10 @@ impl Model {
                 .map(|i| {
                     model
                         .value(&flat[i * d..(i + 1) * d], &mut scratch)
+                        .map(|v| match in_data_units {
+                            true => model.value_in_data_units(v),
+                            false => v,
+                        })
                         .map_err(|e| format!("observation {i}: {e}"))
                 })
                 .collect::<Result<Vec<f32>, String>>()

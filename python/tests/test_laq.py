@@ -278,11 +278,30 @@ def test_model_errors(run, tmp_path):
 
 def test_select_uses_rewards_and_terminals(run):
     _, model = run
+    assert model.cost_per_step is None
+    v = model.values(np.array([[3.0, 1.0]], dtype=np.float32))
+    assert model.values(np.array([[3.0, 1.0]], dtype=np.float32), in_data_units=True) == v
     c = np.array([[6.0, 1.0], [1.0, 1.0]], dtype=np.float32)
     assert model.select(c) == 0
     # A large reward on the worse state wins; a terminal state is worth its reward only.
     assert model.select(c, rewards=[0.0, 100.0]) == 1
     assert model.select(c, rewards=[0.0, 100.0], terminals=[False, True]) == 1
+
+
+def test_a_cost_per_step_gives_values_in_the_logs_units(tmp_path, data):
+    # The corridor as a log that pays -1 a step, the goal marked by the episode's end.
+    cost = {**data, "rewards": np.full_like(data["rewards"], -1.0)}
+    model = laq.train(cost, out=tmp_path / "c", seed=1, **FAST)
+    assert model.cost_per_step == -1.0
+    obs = data["observations"]
+    v = model.values(obs).astype(np.float64)
+    g = model.gamma
+    returns = model.values(obs, in_data_units=True)
+    np.testing.assert_allclose(returns, -(1.0 - g * v) / (1.0 - g), rtol=1e-4)
+    assert (returns < 0).all()
+    # Nearer the goal, a smaller cost to come.
+    near, far = np.array([[6.0, 1.0], [1.0, 1.0]], dtype=np.float32)
+    assert model.values(near, in_data_units=True) > model.values(far, in_data_units=True)
 
 
 def test_dict_observations_are_flattened_by_key():

@@ -282,6 +282,12 @@ typedef struct laq_info {
      * are identical either way). Load the file from an 8-aligned address to get it.
      */
     bool aligned;
+    /**
+     * The file's `cost_per_step` (below 0) where V was learned above paying a cost a
+     * step for ever, 0 where V is in the log's own units; [`laq_value_in_data_units`]
+     * maps such a V to the log's return.
+     */
+    float cost_per_step;
 } laq_info;
 
 /**
@@ -453,6 +459,19 @@ int32_t laq_value(const struct laq_model *model,
                   float *scratch,
                   size_t scratch_len,
                   float *value_out);
+
+/**
+ * A value of the model in the units of the log it was learned from, into
+ * `*value_out`: `value` itself, or where V was learned above a cost per step `c`
+ * (`laq_info.cost_per_step`), the return `c (1 - gamma V) / (1 - gamma)` at the file's
+ * `gamma`. Selection and shaping use it already; it rises with V.
+ *
+ * # Safety
+ *
+ * `model` is NULL or points to a readable [`laq_model`]; `value_out` is NULL or points
+ * to a writable float.
+ */
+int32_t laq_value_in_data_units(const struct laq_model *model, float value, float *value_out);
 
 /**
  * Evaluates the network on `obs`: `V(s)` into `*value_out`, the last layer's outputs

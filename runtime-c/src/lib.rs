@@ -240,6 +240,10 @@ pub struct laq_info {
     /// Whether every f32 weight matrix is 4-aligned in memory (the fast path; results
     /// are identical either way). Load the file from an 8-aligned address to get it.
     pub aligned: bool,
+    /// The file's `cost_per_step` (below 0) where V was learned above paying a cost a
+    /// step for ever, 0 where V is in the log's own units; [`laq_value_in_data_units`]
+    /// maps such a V to the log's return.
+    pub cost_per_step: f32,
 }
 
 /// A value together with the density gate's verdict, from [`laq_gated_value`].
@@ -562,6 +566,7 @@ pub unsafe extern "C" fn laq_model_info(model: *const laq_model, info_out: *mut 
             has_density_gate: m.has_density_gate(),
             density_threshold: m.density_threshold().unwrap_or(f32::NAN),
             aligned: m.is_aligned(),
+            cost_per_step: m.cost_per_step().unwrap_or(0.0),
         };
         // SAFETY: forwarded contract.
         unsafe { put(info_out, info) }
@@ -611,6 +616,29 @@ pub unsafe extern "C" fn laq_value(
         let v = m.value(obs, scratch).map_err(code)?;
         // SAFETY: forwarded contract.
         unsafe { put(value_out, v) }
+    })
+}
+
+/// A value of the model in the units of the log it was learned from, into
+/// `*value_out`: `value` itself, or where V was learned above a cost per step `c`
+/// (`laq_info.cost_per_step`), the return `c (1 - gamma V) / (1 - gamma)` at the file's
+/// `gamma`. Selection and shaping use it already; it rises with V.
+///
+/// # Safety
+///
+/// `model` is NULL or points to a readable [`laq_model`]; `value_out` is NULL or points
+/// to a writable float.
+#[no_mangle]
+pub unsafe extern "C" fn laq_value_in_data_units(
+    model: *const laq_model,
+    value: f32,
+    value_out: *mut f32,
+) -> i32 {
+    status(|| {
+        // SAFETY: forwarded contract.
+        let m = unsafe { loaded(model)? };
+        // SAFETY: forwarded contract.
+        unsafe { put(value_out, m.value_in_data_units(value)) }
     })
 }
 

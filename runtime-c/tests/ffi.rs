@@ -53,6 +53,51 @@ fn values_equal_the_runtime() {
     }
 }
 
+/// `bytes` with `key: value` added to the header's metadata.
+fn with_meta(bytes: &[u8], key: &str, value: &str) -> Vec<u8> {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + n]).unwrap();
+    let mut header = header.replacen(
+        "\"__metadata__\":{",
+        &format!("\"__metadata__\":{{\"{key}\":\"{value}\","),
+        1,
+    );
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&bytes[8 + n..]);
+    out
+}
+
+#[test]
+fn a_cost_per_step_maps_values_to_the_logs_units() {
+    let bytes = grid_bytes();
+    let mut info = MaybeUninit::<laq_info>::zeroed();
+    ok(unsafe { laq_model_info(&*load(&bytes), info.as_mut_ptr()) });
+    assert_eq!(unsafe { info.assume_init() }.cost_per_step, 0.0);
+    let mut v = f32::NAN;
+    ok(unsafe { laq_value_in_data_units(&*load(&bytes), 0.5, &mut v) });
+    assert_eq!(v, 0.5);
+
+    let cost = with_meta(&bytes, "cost_per_step", "-1");
+    let m = load(&cost);
+    let model = Model::new_checked(&cost).unwrap();
+    let mut info = MaybeUninit::<laq_info>::zeroed();
+    ok(unsafe { laq_model_info(&*m, info.as_mut_ptr()) });
+    assert_eq!(unsafe { info.assume_init() }.cost_per_step, -1.0);
+    ok(unsafe { laq_value_in_data_units(&*m, 0.5, &mut v) });
+    assert_eq!(v, model.value_in_data_units(0.5));
+    let gamma = model.gamma();
+    assert!(
+        (v - -(1.0 - gamma * 0.5) / (1.0 - gamma)).abs() < 1e-4,
+        "{v}"
+    );
+    let rc = unsafe { laq_value_in_data_units(ptr::null(), 0.5, &mut v) };
+    assert_ne!(rc, laq_error::LAQ_OK as i32);
+}
+
 #[test]
 fn misaligned_and_stale_pointers_are_refused() {
     let bytes = grid_bytes();

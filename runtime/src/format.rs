@@ -280,6 +280,11 @@ pub enum MetaKey {
     NumConv,
     /// `input_shape`: `[C,H,W]` of the image. Version 2 only, required there.
     InputShape,
+    /// `cost_per_step`: the cost `c < 0` a step of a log whose episodes end, where V is
+    /// learned as the value above paying it for ever (1 one step from an end, 0 never
+    /// ending); the return in the log's units is `c (1 - gamma V) / (1 - gamma)` at the
+    /// file's `gamma`, which must then be below 1. Optional.
+    CostPerStep,
 }
 
 impl MetaKey {
@@ -288,10 +293,10 @@ impl MetaKey {
     /// ```
     /// use laq_runtime::format::MetaKey;
     ///
-    /// assert_eq!(MetaKey::ALL.len(), 10);
+    /// assert_eq!(MetaKey::ALL.len(), 11);
     /// assert!(MetaKey::ALL.iter().enumerate().all(|(i, &k)| k as usize == i));
     /// ```
-    pub const ALL: [MetaKey; 10] = [
+    pub const ALL: [MetaKey; 11] = [
         MetaKey::Format,
         MetaKey::Version,
         MetaKey::InputDim,
@@ -302,6 +307,7 @@ impl MetaKey {
         MetaKey::DensityThreshold,
         MetaKey::NumConv,
         MetaKey::InputShape,
+        MetaKey::CostPerStep,
     ];
 
     /// The key as written in the header.
@@ -345,6 +351,7 @@ const KEYS: [&str; MetaKey::ALL.len()] = [
     "density_threshold",
     "num_conv",
     "input_shape",
+    "cost_per_step",
 ];
 
 impl fmt::Display for MetaKey {

@@ -284,6 +284,43 @@ impl<'a> Model<'a> {
         Ok(())
     }
 
+    /// The `cost_per_step` a V was learned above (`None` for a V in the log's own units).
+    /// A log that pays a cost `c < 0` a step until its episodes end is learned as the
+    /// value above paying it for ever: 1 one step from an end, 0 for a state that never
+    /// ends (and for a state the density gate rejects). [`Model::value_in_data_units`]
+    /// maps such a V back to the log's return.
+    ///
+    /// ```
+    /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
+    /// let model = laq_runtime::Model::new_checked(bytes)?;
+    /// assert_eq!(model.cost_per_step(), None);
+    /// # Ok::<(), laq_runtime::Error>(())
+    /// ```
+    pub fn cost_per_step(&self) -> Option<f32> {
+        (self.layout.cost != 0.0).then_some(self.layout.cost)
+    }
+
+    /// A value of this model in the units of the log it was learned from: `value` itself,
+    /// or, where V was learned above a cost per step `c` ([`Model::cost_per_step`]), the
+    /// discounted return `c (1 - gamma V) / (1 - gamma)` at the file's `gamma` (not the
+    /// one [`Model::set_gamma`] gives). The map rises with V, so it keeps every ranking
+    /// and every choice; shaping needs it, since the rewards it adds to are the log's.
+    ///
+    /// ```
+    /// # let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny.safetensors"));
+    /// let model = laq_runtime::Model::new_checked(bytes)?;
+    /// assert_eq!(model.value_in_data_units(0.25), 0.25);
+    /// # Ok::<(), laq_runtime::Error>(())
+    /// ```
+    pub fn value_in_data_units(&self, value: f32) -> f32 {
+        let (c, gamma) = (self.layout.cost, self.layout.learned_gamma);
+        if c == 0.0 {
+            value
+        } else {
+            c * (1.0 - gamma * value) / (1.0 - gamma)
+        }
+    }
+
     /// The number of convolutional layers (0 for a fully connected model). Needs the
     /// `images` feature.
     ///

@@ -156,8 +156,9 @@ pub struct Candidate {
     pub status: Status,
     /// The predicted outcome (reward 0 and not terminal for failed candidates).
     pub outcome: Outcome,
-    /// `V(next)` (0 for terminal states; raw, ungated value for out-of-distribution
-    /// states; NaN if not evaluated).
+    /// `V(next)` in the units of the rewards, [`Model::value_in_data_units`] (0 for
+    /// terminal states; raw, ungated value for out-of-distribution states; NaN if not
+    /// evaluated).
     pub value: f32,
     /// `log p(next)` under the density gate, if the model has one and it was evaluated.
     pub log_density: Option<f32>,
@@ -227,9 +228,11 @@ impl Model<'_> {
         let Ok(value) = value else {
             return c;
         };
-        c.value = value;
+        // In the rewards' units, so that a reward and a value add up where V was
+        // learned above a cost per step.
+        c.value = self.value_in_data_units(value);
         if self.gate(&mut c, next) {
-            c.score = c.outcome.reward + self.gamma() * value;
+            c.score = c.outcome.reward + self.gamma() * c.value;
             if c.score.is_finite() {
                 c.status = Status::Valid;
             }
@@ -295,7 +298,9 @@ impl Model<'_> {
     /// Picks the controller with the best score `reward + gamma * V(next)` (`V := 0`
     /// for terminal states) among `controllers`, reporting every candidate into
     /// `report[..controllers.len()]`. With reward 0 this ranks exactly by `V` of the
-    /// predicted states.
+    /// predicted states. `V` is in the units of the rewards
+    /// ([`Model::value_in_data_units`]), so that they add up where V was learned above a
+    /// cost per step.
     ///
     /// Candidates whose prediction fails, is NaN/infinite, or falls outside the density
     /// gate are reported with their [`Status`] and never win. Ties go to the lowest
@@ -353,7 +358,10 @@ impl Model<'_> {
 
     /// The potential-based shaped reward `r + gamma * V(s') - V(s)`, with `V(s') = 0`
     /// when `outcome.terminal` and the density gate applied to both values (an
-    /// out-of-distribution state has `V = 0`).
+    /// out-of-distribution state has `V = 0`). V is taken in the units of the rewards,
+    /// [`Model::value_in_data_units`]: for a V learned above a cost per step, the
+    /// return that cost gives, so that the potential is on the scale of `r` (a state the
+    /// gate rejects is then worth the cost for ever).
     ///
     /// `scratch` needs [`Model::scratch_len`] elements.
     ///
@@ -382,12 +390,12 @@ impl Model<'_> {
         if !outcome.reward.is_finite() {
             return Err(Error::InvalidArgument);
         }
-        let v = self.gated_value(state, scratch)?.value;
+        let v = self.value_in_data_units(self.gated_value(state, scratch)?.value);
         let v_next = if outcome.terminal {
             self.check_state(next)?;
             0.0
         } else {
-            self.gated_value(next, scratch)?.value
+            self.value_in_data_units(self.gated_value(next, scratch)?.value)
         };
         Ok(outcome.reward + self.gamma() * v_next - v)
     }

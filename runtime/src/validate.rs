@@ -68,6 +68,12 @@ pub(crate) struct Layout {
     pub(crate) gamma: f32,
     /// The density gate's `density_threshold`.
     pub(crate) threshold: f32,
+    /// `cost_per_step` (below 0), 0 without one.
+    pub(crate) cost: f32,
+    /// The file's `gamma`, which [`Model::set_gamma`](crate::Model::set_gamma) does not
+    /// change: the discount V was learned at, and so the one that maps it back to a
+    /// cost's units.
+    pub(crate) learned_gamma: f32,
     /// Number of mixture components `M` (0: no density gate).
     pub(crate) mixtures: u32,
     /// Number of gated dimensions `G`.
@@ -99,6 +105,8 @@ impl Layout {
         act_len: 0,
         gamma: 0.0,
         threshold: 0.0,
+        cost: 0.0,
+        learned_gamma: 0.0,
         mixtures: 0,
         gate_dims: 0,
         data_start: 0,
@@ -268,6 +276,14 @@ impl Layout {
                 .map_err(|_| Error::InvalidMetadata)?,
             None => 1.0,
         };
+        self.learned_gamma = self.gamma;
+        if let Some(c) = meta.get(MetaKey::CostPerStep) {
+            // A cost is mapped back through `1 / (1 - gamma)`: it needs a discount below 1.
+            match meta_f32(c) {
+                Ok(c) if c < 0.0 && c.is_finite() && self.gamma < 1.0 => self.cost = c,
+                _ => return Err(Error::InvalidMetadata),
+            }
+        }
         if let Some(t) = meta.get(MetaKey::DensityThreshold) {
             self.threshold = meta_f32(t)?;
         }

@@ -526,6 +526,67 @@ fn shaping() {
     );
 }
 
+/// A V learned above a cost per step shapes and selects in the log's units: the value
+/// is the return that cost gives, `c (1 - gamma V) / (1 - gamma)`, and a state the gate
+/// rejects is worth the cost for ever.
+#[test]
+fn a_cost_per_step_in_the_rewards_units() {
+    let bytes = tiny().meta("cost_per_step", "-2").to_bytes();
+    let m = tiny_model(&bytes);
+    assert_eq!(m.cost_per_step(), Some(-2.0));
+    let mut scratch = Scratch::<9>::new();
+    let (s, s2) = ([1.0, 1.0], [2.0, 3.0]);
+    let v = m.value(&s, &mut scratch).unwrap();
+    let v2 = m.value(&s2, &mut scratch).unwrap();
+    let ret = |v: f32| -2.0 * (1.0 - 0.9 * v) / (1.0 - 0.9);
+    assert_eq!(m.value_in_data_units(v), ret(v));
+    // One step from an end (V = 1) the return is the one cost that step pays.
+    assert!((m.value_in_data_units(1.0) - -2.0).abs() < 1e-5);
+    let step = Outcome {
+        reward: -2.0,
+        terminal: false,
+    };
+    let shaped = m.shaped_reward(&s, step, &s2, &mut scratch).unwrap();
+    assert_eq!(shaped, -2.0 + 0.9 * ret(v2) - ret(v));
+    let end = Outcome {
+        reward: -2.0,
+        terminal: true,
+    };
+    let shaped = m.shaped_reward(&s, end, &s2, &mut scratch).unwrap();
+    assert_eq!(shaped, -2.0 - ret(v));
+    let far = m
+        .shaped_reward(&s, step, &[90.0, 90.0], &mut scratch)
+        .unwrap();
+    assert_eq!(far, -2.0 + 0.9 * ret(0.0) - ret(v));
+    // The map is the file's: a discount set for shaping does not move it.
+    let mut m = tiny_model(&bytes);
+    m.set_gamma(0.5).unwrap();
+    assert_eq!(m.value_in_data_units(v), ret(v));
+    let shaped = m.shaped_reward(&s, step, &s2, &mut scratch).unwrap();
+    assert_eq!(shaped, -2.0 + 0.5 * ret(v2) - ret(v));
+
+    // Selection adds rewards to values in the same units: an end at the cost of one
+    // step beats a step that goes on, which in the model's own units (V' > 0 added to
+    // the same reward) it would not.
+    let m = tiny_model(&bytes);
+    assert!(v2 > 0.0 && 0.9 * v2 < 1.0, "V' of s2: {v2}");
+    let candidates = [
+        Predicted {
+            next: &s2,
+            outcome: step,
+        },
+        Predicted {
+            next: &s2,
+            outcome: end,
+        },
+    ];
+    let mut report = [Candidate::default(); 2];
+    assert_eq!(m.select(&s, &candidates, &mut scratch, &mut report), Ok(1));
+    assert_eq!(report[0].value, ret(v2));
+    assert_eq!(report[0].score, -2.0 + 0.9 * ret(v2));
+    assert_eq!(report[1].score, -2.0);
+}
+
 #[cfg(feature = "alloc")]
 #[test]
 fn owned() {

@@ -175,7 +175,8 @@ fn emit_meta_keys() {
             "gamma",
             "density_threshold",
             "num_conv",
-            "input_shape"
+            "input_shape",
+            "cost_per_step"
         ]
     );
 }

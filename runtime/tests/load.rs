@@ -64,6 +64,10 @@ fn valid_files_load() {
 
     let single = mlp(&[1, 1], "max_q", 3).to_bytes();
     assert!(load(&single).is_ok());
+
+    assert_eq!(m.cost_per_step(), None);
+    let cost = base().meta("cost_per_step", "-0.5").to_bytes();
+    assert_eq!(load(&cost).unwrap().cost_per_step(), Some(-0.5));
 }
 
 #[test]
@@ -459,6 +463,11 @@ fn invalid_metadata() {
         ("gamma", "-0.1"),
         ("gamma", "nan"),
         ("gamma", ""),
+        ("cost_per_step", "0"),
+        ("cost_per_step", "1"),
+        ("cost_per_step", "-inf"),
+        ("cost_per_step", "nan"),
+        ("cost_per_step", "cheap"),
     ] {
         assert_eq!(
             err(&base().meta(key, value).to_bytes()),
@@ -471,6 +480,19 @@ fn invalid_metadata() {
             err(&base().without_meta(key).to_bytes()),
             Error::InvalidMetadata,
             "{key}"
+        );
+    }
+    // A cost is mapped back through `1 / (1 - gamma)`: it needs a discount below 1.
+    for gamma in [Some("1"), None] {
+        let mut f = base().meta("cost_per_step", "-1");
+        f = match gamma {
+            Some(g) => f.meta("gamma", g),
+            None => f.without_meta("gamma"),
+        };
+        assert_eq!(
+            err(&f.to_bytes()),
+            Error::InvalidMetadata,
+            "gamma {gamma:?}"
         );
     }
     let gate = with_gate(base(), 3, 2, None, "-3");

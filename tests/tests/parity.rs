@@ -34,6 +34,7 @@ fn random_model(rng: &mut ChaCha8Rng, dims: &[usize], head: Head) -> ValueModel 
         keep_f32: vec![],
         info: BTreeMap::new(),
         density: None,
+        cost_per_step: None,
     }
 }
 

@@ -613,4 +613,18 @@ fn a_cost_until_the_end_is_learned_as_the_value_above_it() {
     assert!(v.iter().all(|&x| (-0.05..=1.05).contains(&x)), "{v:?}");
     let rho = laq::util::stats::spearman(&v, &walk.cells());
     assert!(rho > 0.95, "V against the cell: {rho}");
+    // And the return in the log's units beside it: -1 a step, so between minus one
+    // step's cost and minus the cost for ever.
+    let (header, rows) = common::predict_csv(&run.join("value.safetensors"), &file);
+    assert_eq!(header.last().unwrap(), "value_in_data_units", "{header:?}");
+    let gamma = m["cost_to_end"]["gamma"].as_f64().unwrap();
+    for (row, &v) in rows.iter().zip(&v) {
+        let ret = *row.last().unwrap();
+        let expected = -(1.0 - gamma * v) / (1.0 - gamma);
+        assert!(
+            (ret - expected).abs() < 1e-3 * expected.abs(),
+            "{ret} {expected}"
+        );
+        assert!(ret < 0.0 && ret > -1.0 / (1.0 - gamma) - 1.0, "{ret}");
+    }
 }

@@ -303,6 +303,7 @@ fn random_model(dims: &[usize], rng: &mut ChaCha8Rng) -> ValueModel {
         keep_f32: vec![],
         info: Default::default(),
         density: None,
+        cost_per_step: None,
     }
 }
 

@@ -17,27 +17,27 @@ use std::path::Path;
 
 /// Flash taken by the runtime's code for loading a fully connected f32 model and
 /// evaluating it, on a Cortex-M4F, built without the runtime's `images` and `int8`
-/// features: 7 360 B with `new_checked_in_place` (`size_eval` in firmware-examples;
+/// features: 7 480 B with `new_checked_in_place` (`size_eval` in firmware-examples;
 /// docs/runtime.md), plus the 872 B that moving the model out of `Model::new_checked`'s
 /// `Result` costs (the compiler's `memcpy`, measured when both were built). The firmware
 /// test measures `size_eval` again and fails if it grows past this figure.
-pub const RUNTIME_FLASH_BYTES_MLP: usize = 8_232;
+pub const RUNTIME_FLASH_BYTES_MLP: usize = 8_352;
 /// What the `int8` feature adds for models with int8 layers (the quantising, the
-/// integer kernels and the rescale): 9 628 - 7 360 B. Checked by the firmware test like
+/// integer kernels and the rescale): 9 748 - 7 480 B. Checked by the firmware test like
 /// [`RUNTIME_FLASH_BYTES_MLP`].
 pub const RUNTIME_FLASH_BYTES_INT8: usize = 2_268;
 /// The same as [`RUNTIME_FLASH_BYTES_MLP`] for image models, which need the `images`
-/// feature (the convolutions and the version 2 checks): 9 120 B with
+/// feature (the convolutions and the version 2 checks): 9 236 B with
 /// `new_checked_in_place`, plus 876 B for `Model::new_checked`. Checked by the firmware
 /// test like [`RUNTIME_FLASH_BYTES_MLP`].
-pub const RUNTIME_FLASH_BYTES_IMAGES: usize = 9_996;
-/// Stack used on a Cortex-M4F (painted-stack measurements of `bench_mcu`): 2 104 B for
+pub const RUNTIME_FLASH_BYTES_IMAGES: usize = 10_112;
+/// Stack used on a Cortex-M4F (painted-stack measurements of `bench_mcu`): 2 144 B for
 /// loading the grid model, `select` over 8 moves and shaping, its 520 B of scratch and
-/// the report included, with the `images` feature (1 992 B without: a smaller `Model`);
-/// loading and evaluating an image model takes 912 B besides its scratch
+/// the report included, with the `images` feature (2 032 B without: a smaller `Model`);
+/// loading and evaluating an image model takes 936 B besides its scratch
 /// (`bench_image`). The footprint adds it to the scratch as a margin, the larger figure
 /// for both kinds of model.
-pub const RUNTIME_STACK_BYTES: usize = 2_104;
+pub const RUNTIME_STACK_BYTES: usize = 2_144;
 
 /// The runtime code a model needs: firmware is built without the image code unless the
 /// model has convolutions, and without the int8 kernels unless it has int8 layers.
@@ -237,6 +237,9 @@ pub struct ModelReport {
     pub input_scale: Vec<f32>,
     pub density_gate: bool,
     pub density_threshold: Option<f32>,
+    /// The cost a step V was learned above (`None`: V in the log's own units).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_step: Option<f32>,
     pub info: BTreeMap<String, String>,
     pub footprint: Footprint,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -302,6 +305,7 @@ fn model(path: &Path, bytes: Vec<u8>, budget: Option<Budget>) -> Result<ModelRep
         input_scale: vm.scale.clone(),
         density_gate: m.has_density_gate(),
         density_threshold: m.density_threshold(),
+        cost_per_step: m.cost_per_step(),
         info: vm.info,
         footprint: Footprint {
             flash_bytes: flash,
@@ -395,6 +399,14 @@ impl fmt::Display for ModelReport {
         match self.density_threshold {
             Some(t) => writeln!(f, "  density gate: yes (threshold {t})")?,
             None => writeln!(f, "  density gate: no")?,
+        }
+        if let Some(c) = self.cost_per_step {
+            writeln!(
+                f,
+                "  cost_per_step {c}: V is the value above paying {c} a step for ever (1 one \
+                 step from an end, 0 never ending); the return in the log's units is \
+                 {c} * (1 - gamma * V) / (1 - gamma)"
+            )?;
         }
         if !self.info.is_empty() {
             let info: Vec<String> = self.info.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -935,6 +947,7 @@ mod tests {
             keep_f32: vec![],
             info: Default::default(),
             density: None,
+            cost_per_step: None,
         };
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("image.safetensors");

@@ -10,13 +10,7 @@ use std::path::Path;
 /// the runtime as stored: raw values, channel planes one after the other, which is the
 /// state layout of image models.
 pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
-    let bytes = std::fs::read(model_path)
-        .with_context(|| format!("cannot read {}", model_path.display()))?;
-    if crate::stages::qlearn::is_qnet_file(&bytes) {
-        anyhow::bail!("{} is {}", model_path.display(), QNET);
-    }
-    let owned = laq_runtime::OwnedModel::from_vec(bytes)
-        .map_err(|e| anyhow::anyhow!("{}: not a valid model: {e}", model_path.display()))?;
+    let owned = load(model_path)?;
     let model = owned.model();
     let d = data.obs_dim();
     if let Some([c, h, w]) = model.input_shape() {
@@ -60,6 +54,17 @@ pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
     Ok(out)
 }
 
+/// The model file, checked by the runtime.
+fn load(model_path: &Path) -> Result<laq_runtime::OwnedModel> {
+    let bytes = std::fs::read(model_path)
+        .with_context(|| format!("cannot read {}", model_path.display()))?;
+    if crate::stages::qlearn::is_qnet_file(&bytes) {
+        anyhow::bail!("{} is {}", model_path.display(), QNET);
+    }
+    laq_runtime::OwnedModel::from_vec(bytes)
+        .map_err(|e| anyhow::anyhow!("{}: not a valid model: {e}", model_path.display()))
+}
+
 const QNET: &str = "a trainer-only Q-network file (`laq-qnet`, from `QNetwork::save`), which \
     the runtime does not read; `laq predict` scores a run's `value.safetensors`";
 
@@ -88,6 +93,8 @@ pub fn recorded_read(bytes: &[u8]) -> Result<ReadOptions> {
 /// the rows as read: where reading left rows of the source out, it says so, since the
 /// index then differs from the source's row. The dataset is read as the model's data
 /// was, where the model records it and `read` does not say otherwise ([`read_options`]).
+/// A V learned above a cost per step gets a last column, `value_in_data_units`: the
+/// return in the log's units ([`laq_runtime::Model::value_in_data_units`]).
 pub fn predict_csv(model: &Path, path: &Path, read: &ReadOptions, out: &Path) -> Result<usize> {
     let read = read_options(model, read)?;
     let loaded = crate::data::read::read(path, &read)?;
@@ -101,6 +108,16 @@ pub fn predict_csv(model: &Path, path: &Path, read: &ReadOptions, out: &Path) ->
     }
     let data = loaded.data;
     let v = values(model, &data)?;
+    let owned = load(model)?;
+    let runtime = owned.model();
+    let cost = runtime.cost_per_step();
+    if let Some(c) = cost {
+        log::info!(
+            "{}: V was learned above a cost of {c} a step: `value` is 1 one step from an \
+             end and 0 never ending, `value_in_data_units` the return in the log's units",
+            model.display()
+        );
+    }
     let d = data.obs_dim();
     let mut s = String::from("index");
     if d <= 16 {
@@ -108,15 +125,24 @@ pub fn predict_csv(model: &Path, path: &Path, read: &ReadOptions, out: &Path) ->
             s += &format!(",obs_{j}");
         }
     }
-    s += ",value\n";
-    for (i, val) in v.iter().enumerate() {
+    s += ",value";
+    s += if cost.is_some() {
+        ",value_in_data_units\n"
+    } else {
+        "\n"
+    };
+    for (i, &val) in v.iter().enumerate() {
         s += &i.to_string();
         if d <= 16 {
             for x in data.obs_row(i).iter() {
                 s += &format!(",{x}");
             }
         }
-        s += &format!(",{val}\n");
+        s += &format!(",{val}");
+        if cost.is_some() {
+            s += &format!(",{}", runtime.value_in_data_units(val));
+        }
+        s += "\n";
     }
     crate::util::io::write_text(out, &s)?;
     Ok(v.len())

@@ -68,6 +68,9 @@ pub struct ValueModel {
     pub info: BTreeMap<String, String>,
     /// The density gate, if the model carries one.
     pub density: Option<DensityGate>,
+    /// The cost a step that V was learned above (`cost_per_step`;
+    /// [`crate::data::cost::CostToEnd`]), `None` for a V in the log's own units.
+    pub cost_per_step: Option<f32>,
 }
 
 /// Refuses states the runtime cannot evaluate a V of, before any training: fully
@@ -164,6 +167,7 @@ impl ValueModel {
             keep_f32: vec![],
             info,
             density: None,
+            cost_per_step: None,
         })
     }
 
@@ -212,6 +216,9 @@ impl ValueModel {
         set(MetaKey::Gamma, format!("{}", self.gamma as f32));
         if let Some(gate) = &self.density {
             set(MetaKey::DensityThreshold, format!("{}", gate.threshold));
+        }
+        if let Some(c) = self.cost_per_step {
+            set(MetaKey::CostPerStep, c.to_string());
         }
         let d = self.mean.len();
         let mut entries = vec![
@@ -461,6 +468,11 @@ impl ValueModel {
                 })
             }
         };
+        let cost_per_step = meta
+            .get(MetaKey::CostPerStep.as_str())
+            .map(|c| c.parse())
+            .transpose()
+            .context("bad `cost_per_step`")?;
         let info = meta
             .into_iter()
             .filter(|(k, _)| MetaKey::parse(k.as_bytes()).is_none())
@@ -476,6 +488,7 @@ impl ValueModel {
             keep_f32,
             info,
             density,
+            cost_per_step,
         })
     }
 
@@ -620,6 +633,7 @@ mod tests {
             keep_f32: vec![],
             info: BTreeMap::from([("labels".to_string(), "latent".to_string())]),
             density: None,
+            cost_per_step: None,
         }
     }
 
@@ -658,6 +672,13 @@ mod tests {
         assert_eq!(back.layers, m.layers);
         assert_eq!(back.info, m.info);
         assert!((back.gamma - 0.95).abs() < 1e-6);
+        assert_eq!(back.cost_per_step, None);
+        let cost = ValueModel {
+            cost_per_step: Some(-0.5),
+            ..model()
+        };
+        let back = ValueModel::from_bytes(&cost.to_bytes(false).unwrap()).unwrap();
+        assert_eq!(back.cost_per_step, Some(-0.5));
         let q = ValueModel::from_bytes(&m.to_bytes(true).unwrap()).unwrap();
         for (a, b) in q.layers.iter().zip(&m.layers) {
             for (x, y) in a.weight.iter().zip(&b.weight) {

@@ -96,5 +96,6 @@ pub fn exact(table: &Table, gamma: f64, info: BTreeMap<String, String>) -> Optio
         keep_f32: vec![],
         info,
         density: None,
+        cost_per_step: None,
     })
 }

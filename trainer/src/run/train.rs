@@ -105,7 +105,7 @@ pub fn train(
     };
     log::info!("rewards: {cost}");
     let mut tr = train_contexts(&cost.apply(data), cfg, device, ckpt)?;
-    (tr.model.info).insert("cost_per_step".into(), cost.cost.to_string());
+    tr.model.cost_per_step = Some(cost.cost);
     tr.cost_to_end = Some(cost);
     Ok(tr)
 }

@@ -609,6 +609,7 @@ mod tests {
             keep_f32: vec![],
             info: Default::default(),
             density: None,
+            cost_per_step: None,
         }
         .to_bytes(false)
         .unwrap()

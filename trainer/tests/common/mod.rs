@@ -39,6 +39,11 @@ pub fn metrics(path: &Path) -> serde_json::Value {
 /// `laq predict` of `model` (a value file or a run directory) over `data`, into a CSV
 /// beside the model: the columns of each row, V last.
 pub fn predict(model: &Path, data: &Path) -> Vec<Vec<f64>> {
+    predict_csv(model, data).1
+}
+
+/// `laq predict`'s header and rows.
+pub fn predict_csv(model: &Path, data: &Path) -> (Vec<String>, Vec<Vec<f64>>) {
     let csv = model.with_extension("csv");
     ok(&[
         "predict",
@@ -50,17 +55,19 @@ pub fn predict(model: &Path, data: &Path) -> Vec<Vec<f64>> {
         csv.to_str().unwrap(),
     ]);
     let text = std::fs::read_to_string(&csv).unwrap();
-    (text.lines().skip(1))
+    let mut lines = text.lines();
+    let header = lines.next().unwrap().split(',').map(String::from).collect();
+    let rows = lines
         .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
-        .collect()
+        .collect();
+    (header, rows)
 }
 
-/// V of each row of `data` as `laq predict` gives it from `model`.
+/// V of each row of `data` as `laq predict` gives it from `model`: its `value` column.
 pub fn predicted(model: &Path, data: &Path) -> Vec<f64> {
-    predict(model, data)
-        .into_iter()
-        .map(|row| *row.last().unwrap())
-        .collect()
+    let (header, rows) = predict_csv(model, data);
+    let col = header.iter().position(|h| h == "value").unwrap();
+    rows.into_iter().map(|row| row[col]).collect()
 }
 
 /// `laq train` on `data` into `dir/run`, then `laq predict` of its V over the same file:
