@@ -93,32 +93,47 @@ fn every_run_gets_a_verdict_and_strict_fails_a_doubtful_one() {
     assert_eq!(json["kind"], "run");
     assert_eq!(json["metrics"]["trust"]["verdict"], "doubtful");
 
+    // The grid's data with other rewards, trained: the run, its output, its metrics
+    // and its `rewards` check.
+    let rewarded_as = |name: &str, reward: fn(f32) -> f32| {
+        let mut d = Dataset::load(&grid).unwrap();
+        d.rewards.iter_mut().for_each(|r| *r = reward(*r));
+        let file = dir.path().join(format!("{name}.npz"));
+        d.save(&file).unwrap();
+        let run = dir.path().join(name);
+        let args = ["train", "--data", file.to_str().unwrap(), "--out"];
+        let out = ok(&[&args[..], &[run.to_str().unwrap()]].concat());
+        let m = metrics(&run.join("metrics.json"));
+        let checks = m["trust"]["checks"].as_array().unwrap();
+        let rewards = checks
+            .iter()
+            .find(|c| c["name"] == "rewards")
+            .unwrap()
+            .clone();
+        (run, out, m, rewards)
+    };
+
     // Without any reward: doubtful by `rewards`, told where rewards are read from. No
     // state collected a return to hold V to (the check was NaN, and `laq inspect` could
     // not read the run back).
-    let mut d = Dataset::load(&grid).unwrap();
-    d.rewards.iter_mut().for_each(|r| *r = 0.0);
-    let unrewarded = dir.path().join("unrewarded.npz");
-    d.save(&unrewarded).unwrap();
-    let none = dir.path().join("none");
-    let out = ok(&[
-        "train",
-        "--data",
-        unrewarded.to_str().unwrap(),
-        "--out",
-        none.to_str().unwrap(),
-    ]);
+    let (none, out, m, rewards) = rewarded_as("none", |_| 0.0);
     assert!(out.contains("to try: no row carries a reward"), "{out}");
-    let m = metrics(&none.join("metrics.json"));
-    let checks = m["trust"]["checks"].as_array().unwrap();
-    let rewards = checks.iter().find(|c| c["name"] == "rewards").unwrap();
     assert_eq!(rewards["pass"], false, "{rewards}");
+    let checks = m["trust"]["checks"].as_array().unwrap();
     assert!(
         !checks.iter().any(|c| c["name"] == "below_data_returns"),
         "{m}"
     );
     let shown = ok(&["inspect", none.to_str().unwrap()]);
     assert!(shown.contains("verdict: DOUBTFUL"), "{shown}");
+
+    // A penalty where the reward was, 0 elsewhere: V differs from state to state, but
+    // nothing marks a goal for the checks to follow, so doubtful by `rewards` too.
+    let (_, out, m, rewards) = rewarded_as("penalties", |r| -r.abs());
+    assert_eq!(m["trust"]["verdict"], "doubtful", "{out}");
+    assert_eq!(rewards["pass"], false, "{rewards}");
+    let why = rewards["why"].as_str().unwrap();
+    assert!(why.contains("below 0 are penalties"), "{rewards}");
 }
 
 /// The U-maze's V with the default schedule is trusted; with `--dqn-steps 300` it ranks

@@ -961,14 +961,11 @@ fn check(name: &str, value: f64, threshold: f64, pass: bool, why: String) -> Che
 }
 
 /// The checks that apply to this run, and the verdict.
-/// Whether a reward `r` is one, where most steps carry `cost` ([`Dataset::reward_baseline`]):
-/// above the cost, or any but 0 where there is none.
+/// Whether a reward `r` is one, where most steps carry `cost` ([`Dataset::reward_baseline`],
+/// 0 where there is none): above it, as the ways to a reward that the checks follow
+/// ([`Dataset::steps_to_reward`]) count them. A penalty below it marks no goal.
 pub(crate) fn rewarded(r: f32, cost: f32) -> bool {
-    if cost != 0.0 {
-        r > cost
-    } else {
-        r != 0.0
-    }
+    r > cost
 }
 
 pub fn assess(e: &Evidence) -> Trust {
@@ -980,14 +977,17 @@ pub fn assess(e: &Evidence) -> Trust {
     let rewarded = (data.rewards.iter())
         .filter(|&&r| rewarded(r, cost))
         .count();
-    // Under a cost per step V still differs from state to state, but nothing marks a
-    // goal for the checks to judge it by.
+    // Under a cost per step, or with penalties alone, V still differs from state to
+    // state, but nothing marks a goal for the checks to judge it by.
+    let penalties = data.rewards.iter().filter(|&&r| r < cost).count();
+    let goal = "nothing marks a goal for the checks to judge V by";
     let (above, without) = match cost {
-        0.0 => (String::new(), "every V is the same"),
-        c => (
-            format!(" above the cost of {c} a step"),
-            "nothing marks a goal for the checks to judge V by",
+        0.0 if penalties == 0 => (String::new(), "every V is the same".to_string()),
+        0.0 => (
+            " above 0".to_string(),
+            format!("{goal} (the {penalties} below 0 are penalties, which mark none)"),
         ),
+        c => (format!(" above the cost of {c} a step"), goal.to_string()),
     };
     checks.push(check(
         REWARDS,
