@@ -10,8 +10,11 @@ use std::path::Path;
 /// the runtime as stored: raw values, channel planes one after the other, which is the
 /// state layout of image models.
 pub fn values(model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
-    let owned = load(model_path)?;
-    let model = owned.model();
+    values_of(&load(model_path)?.model(), model_path, data)
+}
+
+/// [`values`] of a model already loaded from `model_path` (named in errors).
+fn values_of(model: &laq_runtime::Model, model_path: &Path, data: &Dataset) -> Result<Vec<f32>> {
     let d = data.obs_dim();
     if let Some([c, h, w]) = model.input_shape() {
         if data.obs_shape != [c, h, w] {
@@ -107,9 +110,9 @@ pub fn predict_csv(model: &Path, path: &Path, read: &ReadOptions, out: &Path) ->
         );
     }
     let data = loaded.data;
-    let v = values(model, &data)?;
     let owned = load(model)?;
     let runtime = owned.model();
+    let v = values_of(&runtime, model, &data)?;
     let cost = runtime.cost_per_step();
     if let Some(c) = cost {
         log::info!(
