@@ -99,6 +99,14 @@ pub struct TrainConfig {
     /// written without this key keeps the ways whatever they rank, as runs did before it.
     #[serde(default)]
     pub ways_agree: bool,
+    /// Where `ways_agree` finds no ways through the data (a body that must swing to
+    /// climb), `q = "auto"` learns Q by IQL where it would take DQN: with no ways to bound
+    /// its bootstraps, DQN's maximum over labels that no state like the one bootstrapped
+    /// shows goes unchecked and over-estimates the far states (docs/trust.md, "Where
+    /// MountainCar's over-estimation comes from", has the evidence). A run directory
+    /// written without this key repeats without it.
+    #[serde(default)]
+    pub iql_without_ways: bool,
     /// A fitted V (an ensemble's mean, BCQ's V) is fitted to at most the bound of each
     /// state, where `path_bound` bounds Q-learning: a network's V can pass what any
     /// of its targets allows, by its smoothness across a wall (docs/trust.md, "Fitted
@@ -184,6 +192,17 @@ pub enum ValueHead {
     OneNorm,
 }
 
+/// The ways through a data set as [`TrainConfig::judged_ways`] finds them.
+enum Ways {
+    /// Ways that bound the bootstraps and judge V.
+    Kept(paths::Steps),
+    /// Ways through near states that rank the data's own rewarded trajectories at this
+    /// (corrected), below [`paths::MIN_TRAJECTORY_AGREEMENT`]: dropped.
+    Dropped(f64),
+    /// No ways at all (no rewards, or states that neither recur nor lie near).
+    None,
+}
+
 fn yes() -> bool {
     true
 }
@@ -213,6 +232,7 @@ impl Default for TrainConfig {
             frame_ways: true,
             near_frames: true,
             ways_agree: true,
+            iql_without_ways: true,
             fit_bound: true,
             retry_along_trajectories: true,
             reward_cuts_end: true,
@@ -498,16 +518,9 @@ impl TrainConfig {
     /// assert!(old.ways(&d).is_none());
     /// ```
     pub fn ways(&self, data: &Dataset) -> Option<paths::Steps> {
-        if !self.frame_ways && paths::never_jump(data) {
-            return None;
-        }
-        let steps = paths::fewest_steps(data, self.ways_pace, self.near_frames)?;
-        // Frames joined where near were held to the same bar by `fewest_steps` itself.
-        if !(self.ways_agree && steps.joined && !data.is_image()) {
-            return Some(steps);
-        }
-        match crate::run::trust::ways_agreement(data, &steps) {
-            Some(a) if a < paths::MIN_TRAJECTORY_AGREEMENT => {
+        match self.judged_ways(data) {
+            Ways::Kept(steps) => Some(steps),
+            Ways::Dropped(a) => {
                 log::info!(
                     "no ways through the data: joined where states lie near, they rank the \
                      steps of its own rewarded trajectories at {a:.2} (corrected for the \
@@ -517,7 +530,48 @@ impl TrainConfig {
                 );
                 None
             }
-            _ => Some(steps),
+            Ways::None => None,
+        }
+    }
+
+    /// Whether `q = "auto"` learns Q by IQL because `ways_agree` drops the ways through
+    /// `data` (`iql_without_ways`).
+    ///
+    /// ```
+    /// use laq::run::config::TrainConfig;
+    /// // A corridor 0 -> 1 -> 2 rewarded at 2: its ways are a step apart.
+    /// let d = laq::data::Dataset {
+    ///     obs_shape: vec![1],
+    ///     observations: [0.0, 1.0].repeat(30).into(),
+    ///     next_observations: [1.0, 2.0].repeat(30).into(),
+    ///     rewards: [0.0, 1.0].repeat(30),
+    ///     terminals: [false, true].repeat(30),
+    ///     timeouts: None,
+    ///     next_missing: None,
+    ///     actions: None,
+    /// };
+    /// assert!(!TrainConfig::continuous().learns_without_ways(&d));
+    /// ```
+    pub fn learns_without_ways(&self, data: &Dataset) -> bool {
+        self.iql_without_ways && matches!(self.judged_ways(data), Ways::Dropped(_))
+    }
+
+    /// The ways through `data` as [`TrainConfig::ways`] finds them, and whether
+    /// `ways_agree` dropped them.
+    fn judged_ways(&self, data: &Dataset) -> Ways {
+        if !self.frame_ways && paths::never_jump(data) {
+            return Ways::None;
+        }
+        let Some(steps) = paths::fewest_steps(data, self.ways_pace, self.near_frames) else {
+            return Ways::None;
+        };
+        // Frames joined where near were held to the same bar by `fewest_steps` itself.
+        if !(self.ways_agree && steps.joined && !data.is_image()) {
+            return Ways::Kept(steps);
+        }
+        match crate::run::trust::ways_agreement(data, &steps) {
+            Some(a) if a < paths::MIN_TRAJECTORY_AGREEMENT => Ways::Dropped(a),
+            _ => Ways::Kept(steps),
         }
     }
 
@@ -922,6 +976,7 @@ mod tests {
     #[test]
     fn a_config_without_ways_agree_keeps_the_ways_whatever_they_rank() {
         assert!(!written_before("ways_agree = true\n").ways_agree);
+        assert!(!written_before("iql_without_ways = true\n").iql_without_ways);
         assert!(TrainConfig::default().ways_agree);
     }
 

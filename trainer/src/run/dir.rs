@@ -64,6 +64,7 @@ pub fn metrics(data: &Dataset, tr: &Trained, source: &str) -> RunMetrics {
         another_seed: tr.another_seed.clone(),
         contexts: tr.contexts.clone(),
         reward_cuts_ended: tr.reward_cuts_ended,
+        iql_without_ways: tr.iql_without_ways,
         cost_to_end: tr.cost_to_end,
         reading: vec![],
     }

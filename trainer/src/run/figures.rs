@@ -276,6 +276,17 @@ pub fn report(
              it learns by IQL where it would take DQN).\n"
         );
     }
+    if metrics.iql_without_ways {
+        let _ = writeln!(
+            s,
+            "States that lie near one another here are no ways a body can take (joined \
+             where near, they rank the data's own rewarded trajectories badly: a car that \
+             must swing to climb), so no ways bound the bootstraps, and DQN's maximum over \
+             labels that no state like the one bootstrapped shows would go unchecked: Q was \
+             learned by IQL, which takes no such maximum (`iql_without_ways`; \
+             docs/trust.md, \"Where MountainCar's over-estimation comes from\").\n"
+        );
+    }
     if let Some(r) = &metrics.retargeted {
         let _ = writeln!(
             s,

@@ -227,6 +227,10 @@ pub struct RunMetrics {
     /// ([`crate::run::config::TrainConfig::ends_at_reward_cuts`]), where it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward_cuts_ended: Option<usize>,
+    /// Whether `q = "auto"` learned by IQL because the data shows no ways a body can
+    /// take ([`crate::run::config::TrainConfig::learns_without_ways`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub iql_without_ways: bool,
     /// Where the log pays a cost per step until its episodes end: V is the value above
     /// paying it for ever ([`crate::data::cost::CostToEnd`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -498,6 +502,13 @@ impl fmt::Display for RunMetrics {
                 "  reward cuts        {n} episodes that the log cuts on their reward (a \
                  timeout, or the next row starting elsewhere) end there for Q-learning, as \
                  at a terminal (`reward_cuts_end`)"
+            )?;
+        }
+        if self.iql_without_ways {
+            writeln!(
+                f,
+                "  no ways            near states are no ways a body can take, so nothing \
+                 bounds DQN's maximum over labels: Q learned by IQL (`iql_without_ways`)"
             )?;
         }
         if let Some(p) = self.purity {

@@ -27,6 +27,9 @@ pub struct Trained {
     pub reward_cuts_ended: Option<usize>,
     /// The Q-learning that ran: what `auto` resolved to (a table, IQL or DQN).
     pub q_used: QKind,
+    /// Whether `auto` resolved to IQL because the data shows no ways a body can take
+    /// ([`TrainConfig::learns_without_ways`]).
+    pub iql_without_ways: bool,
     pub table: Option<Table>,
     /// The runtime's model (`value.safetensors`).
     pub model: ValueModel,
@@ -96,9 +99,9 @@ pub fn train(
     ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
     crate::export::fits_runtime(&data.obs_shape)?;
-    let gamma = match q_for(cfg, data) {
-        QKind::Tabular => cfg.tabular.gamma,
-        _ => cfg.dqn.gamma,
+    let gamma = match learns_a_table(cfg, data) {
+        true => cfg.tabular.gamma,
+        false => cfg.dqn.gamma,
     };
     let Some(cost) = CostToEnd::of(data, gamma) else {
         return train_contexts(data, cfg, device, ckpt);
@@ -271,6 +274,15 @@ fn train_seed(
         anyhow::bail!("no transitions left for Q-learning");
     }
     let q_used = q_for(cfg, data);
+    let without_ways =
+        cfg.q == QKind::Auto && q_used == QKind::Iql && cfg.ends_at_reward_cuts(data).is_empty();
+    if without_ways {
+        log::info!(
+            "Q-learning by IQL: with no ways through the data to bound its bootstraps, \
+             DQN's maximum over labels that no state like the one bootstrapped shows would \
+             go unchecked (`iql_without_ways`)"
+        );
+    }
     let mut info = model_info(cfg);
     let gain = forward_model_gain(&labelled, data, cfg.seed)?;
     let t = Instant::now();
@@ -352,6 +364,7 @@ fn train_seed(
                 labelled,
                 cost_to_end: None,
                 reward_cuts_ended: cuts_ended(cfg, data),
+                iql_without_ways: false,
                 q_used,
                 table: Some(table),
                 model,
@@ -467,6 +480,7 @@ fn train_seed(
                 cost_to_end: None,
                 reward_cuts_ended: cuts_ended(&run.config, data),
                 q_used: variant,
+                iql_without_ways: without_ways,
                 table: None,
                 model: learned.model,
                 q_loss: learned.q_loss,
@@ -553,13 +567,23 @@ fn exports_ignoring(reading: &Trust, ignoring: &Trust) -> bool {
 
 /// The Q-learning `cfg.q` names for `data`; `auto`: a table for integer states, IQL where
 /// Q-learning ends the episodes that the log cuts at their rewards
-/// ([`TrainConfig::ends_at_reward_cuts`]), DQN otherwise.
+/// ([`TrainConfig::ends_at_reward_cuts`]) or where the data shows no ways a body can take
+/// ([`TrainConfig::learns_without_ways`]), DQN otherwise.
 fn q_for(cfg: &TrainConfig, data: &Dataset) -> QKind {
     match cfg.q {
-        QKind::Auto if qlearn::is_tabular(data) => QKind::Tabular,
+        QKind::Auto if learns_a_table(cfg, data) => QKind::Tabular,
         QKind::Auto if !cfg.ends_at_reward_cuts(data).is_empty() => QKind::Iql,
+        QKind::Auto if cfg.learns_without_ways(data) => QKind::Iql,
         QKind::Auto => QKind::Dqn,
         q => q,
+    }
+}
+
+/// Whether `cfg` learns `data` with a table: the discount is the table's.
+fn learns_a_table(cfg: &TrainConfig, data: &Dataset) -> bool {
+    match cfg.q {
+        QKind::Auto => qlearn::is_tabular(data),
+        q => q == QKind::Tabular,
     }
 }
 
@@ -1539,6 +1563,45 @@ mod tests {
         let images = TrainConfig::images(&[1, 1, 1]);
         assert_eq!(q_for(&images, &frames), QKind::Dqn);
         assert!(q_view(&frames, &labelled, None, &images).0.is_none());
+    }
+
+    /// A car that must swing to climb shows no ways a body can take: `auto` learns it by
+    /// IQL, a setting without `iql_without_ways` and an explicit `--q dqn` by DQN; a
+    /// corridor, whose ways are kept, by DQN.
+    #[test]
+    fn data_without_ways_learn_by_iql() {
+        let car = crate::run::trust::tests::mountain_car(20_000);
+        let cfg = TrainConfig::continuous();
+        assert_eq!(q_for(&cfg, &car), QKind::Iql);
+        let before = TrainConfig {
+            iql_without_ways: false,
+            ..cfg.clone()
+        };
+        assert_eq!(q_for(&before, &car), QKind::Dqn);
+        let dqn = TrainConfig {
+            q: QKind::Dqn,
+            ..cfg.clone()
+        };
+        assert_eq!(q_for(&dqn, &car), QKind::Dqn);
+        let corridor = Dataset {
+            obs_shape: vec![2],
+            observations: (0..400)
+                .flat_map(|i| [(i % 20) as f32 * 0.1, 0.5])
+                .collect::<Vec<f32>>()
+                .into(),
+            next_observations: (0..400)
+                .flat_map(|i| [(i % 20 + 1) as f32 * 0.1, 0.5])
+                .collect::<Vec<f32>>()
+                .into(),
+            rewards: (0..400)
+                .map(|i| f32::from(u8::from(i % 20 == 19)))
+                .collect(),
+            terminals: (0..400).map(|i| i % 20 == 19).collect(),
+            timeouts: None,
+            next_missing: None,
+            actions: None,
+        };
+        assert_eq!(q_for(&cfg, &corridor), QKind::Dqn);
     }
 
     #[test]

@@ -1172,14 +1172,14 @@ pub fn assess(e: &Evidence) -> Trust {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::data::Dataset;
 
     /// gymnasium's MountainCar as `scripts/mountaincar.py` logs it: pushed the way the
     /// car moves, one push in three random, half the episodes from anywhere; rewarded and
     /// terminal at the flag.
-    fn mountain_car(rows: usize) -> Dataset {
+    pub(crate) fn mountain_car(rows: usize) -> Dataset {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
         let (mut o, mut nx, mut r, mut t, mut cut) = (vec![], vec![], vec![], vec![], vec![]);
@@ -1236,6 +1236,14 @@ mod tests {
         let agreement = ways_agreement(&d, &ways).unwrap();
         assert!(agreement < paths::MIN_TRAJECTORY_AGREEMENT, "{agreement}");
         assert!(cfg.ways(&d).is_none());
+        // With no ways to bound DQN's bootstraps, `auto` learns by IQL.
+        assert!(cfg.learns_without_ways(&d));
+        assert!(!kept.learns_without_ways(&d));
+        let dqn_regardless = TrainConfig {
+            iql_without_ways: false,
+            ..cfg
+        };
+        assert!(!dqn_regardless.learns_without_ways(&d));
     }
 
     /// A chain 0 -> 1 -> ... -> 9 rewarded at the end, twice.

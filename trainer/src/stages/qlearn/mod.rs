@@ -36,7 +36,8 @@ use std::path::Path;
 pub enum QKind {
     /// Tabular when every observation is integer-valued and there are at most
     /// `MAX_TABLE_STATES` distinct ones; IQL on vector states whose episodes the log cuts
-    /// at their rewards (`reward_cuts_end`); DQN otherwise.
+    /// at their rewards (`reward_cuts_end`) or whose near states are no ways a body can
+    /// take (`iql_without_ways`); DQN otherwise.
     Auto,
     Tabular,
     /// Double DQN.
