@@ -193,7 +193,8 @@ pub enum ValueHead {
 }
 
 /// The ways through a data set as [`TrainConfig::judged_ways`] finds them.
-enum Ways {
+#[derive(Clone, Debug)]
+pub(crate) enum Ways {
     /// Ways that bound the bootstraps and judge V.
     Kept(paths::Steps),
     /// Ways through near states that rank the data's own rewarded trajectories at this
@@ -201,6 +202,16 @@ enum Ways {
     Dropped(f64),
     /// No ways at all (no rewards, or states that neither recur nor lie near).
     None,
+}
+
+impl Ways {
+    /// The ways that bound the bootstraps and judge V, where they were kept.
+    pub(crate) fn kept(&self) -> Option<&paths::Steps> {
+        match self {
+            Ways::Kept(steps) => Some(steps),
+            Ways::Dropped(_) | Ways::None => None,
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -520,17 +531,7 @@ impl TrainConfig {
     pub fn ways(&self, data: &Dataset) -> Option<paths::Steps> {
         match self.judged_ways(data) {
             Ways::Kept(steps) => Some(steps),
-            Ways::Dropped(a) => {
-                log::info!(
-                    "no ways through the data: joined where states lie near, they rank the \
-                     steps of its own rewarded trajectories at {a:.2} (corrected for the \
-                     data, as trajectory_ranking is; below {}), so a state does not reach \
-                     the states near it as a step does (a body that must swing to climb)",
-                    paths::MIN_TRAJECTORY_AGREEMENT
-                );
-                None
-            }
-            Ways::None => None,
+            Ways::Dropped(_) | Ways::None => None,
         }
     }
 
@@ -553,12 +554,18 @@ impl TrainConfig {
     /// assert!(!TrainConfig::continuous().learns_without_ways(&d));
     /// ```
     pub fn learns_without_ways(&self, data: &Dataset) -> bool {
-        self.iql_without_ways && matches!(self.judged_ways(data), Ways::Dropped(_))
+        self.learns_without(&self.judged_ways(data))
+    }
+
+    /// Whether `q = "auto"` learns Q by IQL with `ways` judged so
+    /// ([`TrainConfig::learns_without_ways`]).
+    pub(crate) fn learns_without(&self, ways: &Ways) -> bool {
+        self.iql_without_ways && matches!(ways, Ways::Dropped(_))
     }
 
     /// The ways through `data` as [`TrainConfig::ways`] finds them, and whether
     /// `ways_agree` dropped them.
-    fn judged_ways(&self, data: &Dataset) -> Ways {
+    pub(crate) fn judged_ways(&self, data: &Dataset) -> Ways {
         if !self.frame_ways && paths::never_jump(data) {
             return Ways::None;
         }

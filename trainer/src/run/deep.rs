@@ -4,7 +4,7 @@
 //! the trajectories where one-step targets fall short, and the agreement of Q-learning
 //! on each half of the trajectories.
 
-use super::config::{TrainConfig, ValueHead};
+use super::config::{TrainConfig, ValueHead, Ways};
 use super::record::{Candidate, Retargeted};
 use super::train::{
     final_max_return, finish, near_max_shown, q_view, value_is_a_return, FIT_STATES,
@@ -33,16 +33,43 @@ pub(super) struct DeepRun {
     pub(super) timings: Vec<(String, f64)>,
 }
 
+/// The ways through `data` as deep Q-learning with `cfg` sees it (`cfg.ignored_values`
+/// held at zero), judged once for a run ([`TrainConfig::judged_ways`]); where they are
+/// dropped, the log says why.
+pub(super) fn judge_ways(data: &Dataset, cfg: &TrainConfig) -> Ways {
+    match cfg.ignored_values.is_empty() {
+        true => told(cfg.judged_ways(data)),
+        false => told(cfg.judged_ways(&data.ignoring(&cfg.ignored_values))),
+    }
+}
+
+/// `ways`, the log saying why where they were dropped.
+fn told(ways: Ways) -> Ways {
+    if let Ways::Dropped(a) = ways {
+        log::info!(
+            "no ways through the data: joined where states lie near, they rank the steps of \
+             its own rewarded trajectories at {a:.2} (corrected for the data, as \
+             trajectory_ranking is; below {}), so a state does not reach the states near it \
+             as a step does (a body that must swing to climb)",
+            paths::MIN_TRAJECTORY_AGREEMENT
+        );
+    }
+    ways
+}
+
 /// Deep Q-learning of a labelled run with `cfg`: on the data with `cfg.ignored_values`
 /// held at zero, again along the trajectories where one-step targets fall short
 /// (`retry_along_trajectories`), judged by the checks (`halves_agree` too); the exported
-/// networks read the ignored values as zero whatever a state holds there.
+/// networks read the ignored values as zero whatever a state holds there. `ways` are
+/// those [`judge_ways`] found for `data` and `cfg`, or `None` to find them here.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn deep_run(
     data: &Dataset,
     labelled: &Labelled,
     kept: Option<&(Vec<usize>, Vec<u32>)>,
     (variant, info): (QKind, &BTreeMap<String, String>),
     cfg: &TrainConfig,
+    ways: Option<&Ways>,
     device: &Device,
     ckpt: Option<&mut Checkpointer>,
 ) -> Result<DeepRun> {
@@ -54,13 +81,21 @@ pub(super) fn deep_run(
             &zeroed
         }
     };
+    let t = Instant::now();
+    let judged;
+    let ways = match ways {
+        Some(w) => w,
+        None => {
+            judged = told(cfg.judged_ways(data));
+            &judged
+        }
+    };
     let (subset, qlabels, qk) = q_view(data, labelled, kept, cfg);
     let qdata = subset.as_ref().unwrap_or(data);
     let mut timings = vec![];
-    let t = Instant::now();
     // The data's ways: evidence for the trust checks, and the bound of Q-learning,
     // the same for each Q-learning of the run.
-    let traced = trust::Traced::of(data, cfg);
+    let traced = trust::Traced::with_ways(data, ways.kept().cloned());
     timings.push(("ways through the data".into(), t.elapsed().as_secs_f64()));
     let deep = Deep {
         data,

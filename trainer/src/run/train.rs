@@ -1,7 +1,7 @@
 //! One run of the pipeline on a dataset: labels, Q-learning, the exportable value model.
 
-use super::config::{TrainConfig, ValueHead};
-use super::deep::{deep_run, member_seed};
+use super::config::{TrainConfig, ValueHead, Ways};
+use super::deep::{deep_run, judge_ways, member_seed};
 use super::record::{AnotherSeed, Candidate, ContextsLeftOut, NoiseIgnored, Retargeted};
 use super::trust::{self, Evidence, Trust};
 use crate::data::cost::CostToEnd;
@@ -149,12 +149,49 @@ fn train_rows(
     device: &Device,
     ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
-    let first = train_seed(data, cfg, device, ckpt)?;
+    cfg.check_for(data)?;
+    let t = Instant::now();
+    let plan = Plan::of(data, cfg);
+    let judged = t.elapsed().as_secs_f64();
+    if plan.without_ways {
+        log::info!(
+            "Q-learning by IQL: with no ways through the data to bound its bootstraps, \
+             DQN's maximum over labels that no state like the one bootstrapped shows would \
+             go unchecked (`iql_without_ways`)"
+        );
+    }
+    let first = train_seed(data, cfg, &plan, device, ckpt)?;
     let mut tr = with_another_seed(first, cfg, |other| {
-        crate::util::progress::labelled("another seed", || train_seed(data, other, device, None))
+        crate::util::progress::labelled("another seed", || {
+            train_seed(data, other, &plan, device, None)
+        })
     })?;
+    tr.timings
+        .insert(0, ("judging the ways through the data".into(), judged));
     super::advice::advise(data, &tr.config, tr.q_used, &mut tr.trust);
     Ok(tr)
+}
+
+/// What a run judges of its data once, the same for every seed it trains from: the ways
+/// through the data, and the Q-learning it takes ([`q_for`]).
+struct Plan {
+    ways: Ways,
+    q: QKind,
+    /// `auto` took IQL because the data shows no ways a body can take
+    /// ([`TrainConfig::learns_without_ways`]).
+    without_ways: bool,
+}
+
+impl Plan {
+    fn of(data: &Dataset, cfg: &TrainConfig) -> Plan {
+        let ways = judge_ways(data, cfg);
+        let (q, without_ways) = q_for(cfg, data, &ways);
+        Plan {
+            ways,
+            q,
+            without_ways,
+        }
+    }
 }
 
 /// `first`, the run from `cfg`; where `cfg.retry_with_another_seed` and its V is doubtful
@@ -208,15 +245,16 @@ fn another_seed(seed: u64) -> u64 {
     seed ^ 0x5eed_0000_0000
 }
 
-/// One run of the pipeline from `cfg.seed`: labels, then Q-learning (tabular, or deep
-/// with its retries along the trajectories and ignoring values), judged by the checks.
+/// One run of the pipeline from `cfg.seed` as `plan` says: labels, then Q-learning
+/// (tabular, or deep with its retries along the trajectories and ignoring values), judged
+/// by the checks.
 fn train_seed(
     data: &Dataset,
     cfg: &TrainConfig,
+    plan: &Plan,
     device: &Device,
     mut ckpt: Option<&mut Checkpointer>,
 ) -> Result<Trained> {
-    cfg.check_for(data)?;
     let mut timings = vec![];
     let t = Instant::now();
     let labelled = match ckpt.as_deref().map(|c| restore_labels(c.done())) {
@@ -273,16 +311,7 @@ fn train_seed(
     if q_transitions == 0 {
         anyhow::bail!("no transitions left for Q-learning");
     }
-    let q_used = q_for(cfg, data);
-    let without_ways =
-        cfg.q == QKind::Auto && q_used == QKind::Iql && cfg.ends_at_reward_cuts(data).is_empty();
-    if without_ways {
-        log::info!(
-            "Q-learning by IQL: with no ways through the data to bound its bootstraps, \
-             DQN's maximum over labels that no state like the one bootstrapped shows would \
-             go unchecked (`iql_without_ways`)"
-        );
-    }
+    let q_used = plan.q;
     let mut info = model_info(cfg);
     let gain = forward_model_gain(&labelled, data, cfg.seed)?;
     let t = Instant::now();
@@ -343,7 +372,7 @@ fn train_seed(
             let values = model.values_of(data, device)?;
             let max_return = qlearn::return_bounds(data, cfg.tabular.gamma).1 as f64;
             let returns = trust::data_returns(data, cfg.tabular.gamma);
-            let traced = trust::Traced::of(data, cfg);
+            let traced = trust::Traced::with_ways(data, plan.ways.kept().cloned());
             let trust = trust::assess(&Evidence {
                 data,
                 labels: &labelled.labels,
@@ -394,6 +423,7 @@ fn train_seed(
                 kept.as_ref(),
                 (variant, &info),
                 cfg,
+                Some(&plan.ways),
                 device,
                 ckpt,
             )?;
@@ -443,6 +473,7 @@ fn train_seed(
                     kept.as_ref(),
                     (variant, &info),
                     &ignoring,
+                    None,
                     device,
                     None,
                 )?;
@@ -480,7 +511,7 @@ fn train_seed(
                 cost_to_end: None,
                 reward_cuts_ended: cuts_ended(&run.config, data),
                 q_used: variant,
-                iql_without_ways: without_ways,
+                iql_without_ways: plan.without_ways,
                 table: None,
                 model: learned.model,
                 q_loss: learned.q_loss,
@@ -565,17 +596,18 @@ fn exports_ignoring(reading: &Trust, ignoring: &Trust) -> bool {
     }
 }
 
-/// The Q-learning `cfg.q` names for `data`; `auto`: a table for integer states, IQL where
-/// Q-learning ends the episodes that the log cuts at their rewards
-/// ([`TrainConfig::ends_at_reward_cuts`]) or where the data shows no ways a body can take
-/// ([`TrainConfig::learns_without_ways`]), DQN otherwise.
-fn q_for(cfg: &TrainConfig, data: &Dataset) -> QKind {
+/// The Q-learning `cfg.q` names for `data`, whose `ways` [`judge_ways`] found; `auto`: a
+/// table for integer states, IQL where Q-learning ends the episodes that the log cuts at
+/// their rewards ([`TrainConfig::ends_at_reward_cuts`]) or where the data shows no ways a
+/// body can take ([`TrainConfig::learns_without_ways`]: then `true` beside it), DQN
+/// otherwise.
+fn q_for(cfg: &TrainConfig, data: &Dataset, ways: &Ways) -> (QKind, bool) {
     match cfg.q {
-        QKind::Auto if learns_a_table(cfg, data) => QKind::Tabular,
-        QKind::Auto if !cfg.ends_at_reward_cuts(data).is_empty() => QKind::Iql,
-        QKind::Auto if cfg.learns_without_ways(data) => QKind::Iql,
-        QKind::Auto => QKind::Dqn,
-        q => q,
+        QKind::Auto if learns_a_table(cfg, data) => (QKind::Tabular, false),
+        QKind::Auto if !cfg.ends_at_reward_cuts(data).is_empty() => (QKind::Iql, false),
+        QKind::Auto if cfg.learns_without(ways) => (QKind::Iql, true),
+        QKind::Auto => (QKind::Dqn, false),
+        q => (q, false),
     }
 }
 
@@ -990,7 +1022,7 @@ mod tests {
     fn runs_doubtful_by_chance_alone_go_again_from_another_seed() {
         let (data, cfg) = small_maze();
         let run = |c: &TrainConfig, verdict: &Trust| -> Result<Trained> {
-            let mut t = train_seed(&data, c, &Device::Cpu, None)?;
+            let mut t = train_seed(&data, c, &Plan::of(&data, c), &Device::Cpu, None)?;
             t.trust = verdict.clone();
             Ok(t)
         };
@@ -1526,7 +1558,8 @@ mod tests {
         let ended: Vec<usize> = (0..d.len()).filter(|&i| view.terminals[i]).collect();
         assert_eq!(ended, d.reward_cuts());
         assert_eq!(ended.len(), 25);
-        assert_eq!(q_for(&cfg, &d), QKind::Iql);
+        let plan = Plan::of(&d, &cfg);
+        assert!(plan.q == QKind::Iql && !plan.without_ways);
         // Kept rows of the most used labels are taken from the ended view.
         let kept = (vec![2, 3, 7], vec![0, 0, 0]);
         let (some, _, _) = q_view(&d, &labelled, Some(&kept), &cfg);
@@ -1542,7 +1575,7 @@ mod tests {
             ..cfg.clone()
         };
         assert!(q_view(&d, &labelled, None, &recorded).0.is_none());
-        assert_eq!(q_for(&recorded, &d), QKind::Dqn);
+        assert_eq!(Plan::of(&d, &recorded).q, QKind::Dqn);
         // Fewer than 20 cuts: the log goes on as recorded.
         let few = cut_at_rewards(40);
         assert!(q_view(&few, &labelled, None, &cfg).0.is_none());
@@ -1557,11 +1590,11 @@ mod tests {
             q: QKind::Dqn,
             ..cfg
         };
-        assert_eq!(q_for(&dqn, &d), QKind::Dqn);
+        assert_eq!(Plan::of(&d, &dqn).q, QKind::Dqn);
         let mut frames = cut_at_rewards(100);
         frames.obs_shape = vec![1, 1, 1];
         let images = TrainConfig::images(&[1, 1, 1]);
-        assert_eq!(q_for(&images, &frames), QKind::Dqn);
+        assert_eq!(Plan::of(&frames, &images).q, QKind::Dqn);
         assert!(q_view(&frames, &labelled, None, &images).0.is_none());
     }
 
@@ -1572,17 +1605,18 @@ mod tests {
     fn data_without_ways_learn_by_iql() {
         let car = crate::run::trust::tests::mountain_car(20_000);
         let cfg = TrainConfig::continuous();
-        assert_eq!(q_for(&cfg, &car), QKind::Iql);
+        let plan = Plan::of(&car, &cfg);
+        assert!(plan.q == QKind::Iql && plan.without_ways);
         let before = TrainConfig {
             iql_without_ways: false,
             ..cfg.clone()
         };
-        assert_eq!(q_for(&before, &car), QKind::Dqn);
+        assert_eq!(Plan::of(&car, &before).q, QKind::Dqn);
         let dqn = TrainConfig {
             q: QKind::Dqn,
             ..cfg.clone()
         };
-        assert_eq!(q_for(&dqn, &car), QKind::Dqn);
+        assert_eq!(Plan::of(&car, &dqn).q, QKind::Dqn);
         let corridor = Dataset {
             obs_shape: vec![2],
             observations: (0..400)
@@ -1601,7 +1635,7 @@ mod tests {
             next_missing: None,
             actions: None,
         };
-        assert_eq!(q_for(&cfg, &corridor), QKind::Dqn);
+        assert_eq!(Plan::of(&corridor, &cfg).q, QKind::Dqn);
     }
 
     #[test]

@@ -786,11 +786,16 @@ impl Traced {
     /// assert_eq!(paths, [3.0, 2.0, 1.0, 0.0]);
     /// ```
     pub fn of(data: &Dataset, cfg: &TrainConfig) -> Self {
+        Self::with_ways(data, cfg.ways(data))
+    }
+
+    /// [`Traced::of`] with the ways through `data` already found.
+    pub(crate) fn with_ways(data: &Dataset, paths: Option<paths::Steps>) -> Self {
         let traces = data.steps_to_reward();
         let near = Near::new(data, &traces);
         Traced {
             reliability: near.as_ref().and_then(|n| steps_reliability(n)),
-            paths: cfg.ways(data),
+            paths,
             traces,
             baseline: data.reward_baseline(),
         }
