@@ -3,7 +3,8 @@
 
 A car in a valley, too weak to climb the right hill directly, must swing back and forth
 to build up energy: value depends on the velocity as much as on the position, and the
-goal is a hundred or more steps away. A scripted controller with noise drives it: push
+goal is a hundred or more steps away. `--force` and `--gravity` change the physics
+(gymnasium's 0.001 and 0.0025: a weaker engine needs more swings). A scripted controller with noise drives it: push
 in the direction the car moves (left at rest), one step in `--random` (default 0.3) a
 random push instead. Half of the episodes start where gymnasium starts them (at rest,
 position -0.6 to -0.4), the other half anywhere (position and velocity uniform over
@@ -17,7 +18,7 @@ dynamics (bilinear between grid points), saved as `<out>_truth.npy`: V should ra
 states by it.
 
     python3 -m pip install numpy gymnasium
-    python3 scripts/mountaincar.py --out car.npz [--steps 100000 --seed 0]
+    python3 scripts/mountaincar.py --out car.npz [--steps 100000 --seed 0] [--force 0.0007]
     laq train --data car.npz --out run
     laq predict --model run/value.safetensors --data car.npz --out v.csv
     python3 scripts/pointmaze.py score car_truth.npy v.csv
@@ -49,7 +50,10 @@ def at_flag(pos, vel):
 def generate(a):
     import gymnasium as gym
 
+    global FORCE, GRAVITY
+    FORCE, GRAVITY = a.force, a.gravity
     env = gym.make("MountainCar-v0").unwrapped
+    env.force, env.gravity = FORCE, GRAVITY
     env.reset(seed=a.seed)
     rng = np.random.default_rng(a.seed)
     rows = Rows(a.steps)
@@ -75,8 +79,16 @@ def generate(a):
           f"fewest steps to the flag {np.median(-truth):.0f} (median), {np.max(-truth):.0f} (most)")
 
 
+def physics(p):
+    p.add_argument("--force", type=float, default=FORCE, help="the engine's push")
+    p.add_argument("--gravity", type=float, default=GRAVITY)
+
+
 def main():
-    generate(arguments(__doc__, "share of random pushes"))
+    a = arguments(__doc__, "share of random pushes", more=physics)
+    if not (a.force > 0 and a.gravity > 0):
+        raise SystemExit(f"--force {a.force}, --gravity {a.gravity}: both must be above 0")
+    generate(a)
 
 
 if __name__ == "__main__":
