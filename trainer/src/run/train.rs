@@ -1636,6 +1636,20 @@ mod tests {
             actions: None,
         };
         assert_eq!(Plan::of(&corridor, &cfg).q, QKind::Dqn);
+        // The ways judged once are those each Q-learning of the run would find: none for
+        // the car, the corridor's own, and with values ignored those of the data as
+        // Q-learning sees it.
+        assert!(Plan::of(&car, &cfg).ways.kept().is_none());
+        let plan = Plan::of(&corridor, &cfg);
+        assert!(plan.ways.kept().is_some());
+        assert_eq!(plan.ways.kept(), cfg.ways(&corridor).as_ref());
+        let ignoring = cfg.ignoring(&[0]);
+        let blind = Plan::of(&corridor, &ignoring);
+        assert_eq!(
+            blind.ways.kept(),
+            cfg.ways(&corridor.ignoring(&[0])).as_ref()
+        );
+        assert_ne!(blind.ways.kept(), plan.ways.kept());
     }
 
     #[test]
