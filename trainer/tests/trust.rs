@@ -651,35 +651,9 @@ fn a_cost_until_the_end_is_learned_as_the_value_above_it() {
 #[test]
 fn a_car_that_must_swing_learns_by_iql() {
     let mut next = common::xorshift(7);
-    let mut uniform =
+    let uniform =
         move |lo: f32, hi: f32| lo + (hi - lo) * (next() >> 40) as f32 / (1u64 << 24) as f32;
-    let rows = 20_000;
-    let (mut o, mut nx, mut r, mut t, mut cut) = (vec![], vec![], vec![], vec![], vec![]);
-    while r.len() < rows {
-        let (mut p, mut v) = match uniform(0.0, 1.0) < 0.5 {
-            true => (uniform(-0.6, -0.4), 0.0),
-            false => (uniform(-1.2, 0.5), uniform(-0.07, 0.07)),
-        };
-        for step in 0..500 {
-            let mut push = if v > 0.0 { 1.0 } else { -1.0 };
-            if uniform(0.0, 1.0) < 0.3 {
-                push = uniform(-1.0, 2.0).floor().clamp(-1.0, 1.0);
-            }
-            let v2 = (v + push * 0.001 - (3.0 * p).cos() * 0.0025).clamp(-0.07, 0.07);
-            let p2 = (p + v2).clamp(-1.2, 0.6);
-            let v2 = if p2 == -1.2 && v2 < 0.0 { 0.0 } else { v2 };
-            let hit = p2 >= 0.5;
-            o.extend([p, v]);
-            nx.extend([p2, v2]);
-            r.push(f32::from(u8::from(hit)));
-            t.push(hit);
-            cut.push(!hit && (step == 499 || r.len() == rows));
-            (p, v) = (p2, v2);
-            if hit || r.len() == rows {
-                break;
-            }
-        }
-    }
+    let (o, nx, r, t, cut) = common::car::mountain_car_rows(20_000, uniform);
     let d = laq::data::Dataset {
         obs_shape: vec![2],
         observations: o.into(),

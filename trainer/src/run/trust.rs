@@ -1177,42 +1177,20 @@ pub fn assess(e: &Evidence) -> Trust {
 }
 
 #[cfg(test)]
+#[path = "../../tests/common/car.rs"]
+mod car;
+
+#[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::data::Dataset;
 
-    /// gymnasium's MountainCar as `scripts/mountaincar.py` logs it: pushed the way the
-    /// car moves, one push in three random, half the episodes from anywhere; rewarded and
-    /// terminal at the flag.
+    /// gymnasium's MountainCar as `scripts/mountaincar.py` logs it
+    /// ([`car::mountain_car_rows`]), from seed 0.
     pub(crate) fn mountain_car(rows: usize) -> Dataset {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-        let (mut o, mut nx, mut r, mut t, mut cut) = (vec![], vec![], vec![], vec![], vec![]);
-        while r.len() < rows {
-            let (mut p, mut v): (f32, f32) = match rng.random_bool(0.5) {
-                true => (rng.random_range(-0.6..-0.4), 0.0),
-                false => (rng.random_range(-1.2..0.5), rng.random_range(-0.07..0.07)),
-            };
-            for step in 0..500 {
-                let mut push = if v > 0.0 { 1.0 } else { -1.0 };
-                if rng.random_bool(0.3) {
-                    push = rng.random_range(-1..=1) as f32;
-                }
-                let v2 = (v + push * 0.001 - (3.0 * p).cos() * 0.0025).clamp(-0.07, 0.07);
-                let p2 = (p + v2).clamp(-1.2, 0.6);
-                let v2 = if p2 == -1.2 && v2 < 0.0 { 0.0 } else { v2 };
-                let hit = p2 >= 0.5;
-                o.extend([p, v]);
-                nx.extend([p2, v2]);
-                r.push(f32::from(u8::from(hit)));
-                t.push(hit);
-                cut.push(!hit && (step == 499 || r.len() == rows));
-                (p, v) = (p2, v2);
-                if hit || r.len() == rows {
-                    break;
-                }
-            }
-        }
+        let (o, nx, r, t, cut) = car::mountain_car_rows(rows, |lo, hi| rng.random_range(lo..hi));
         Dataset {
             obs_shape: vec![2],
             observations: o.into(),

@@ -1,6 +1,8 @@
 #![allow(dead_code)]
 //! Helpers of the `laq` command-line tests.
 
+pub mod car;
+
 use std::path::Path;
 use std::process::Command;
 
