@@ -15,7 +15,10 @@
 //! ([`fewest_steps`] with `near_frames`), where that follows the data's own trajectories;
 //! a run holds the ways through continuous states to the same bar
 //! (`run::trust::ways_agreement`): a body that cannot move to the states beside it (a
-//! car that must swing to climb) has none.
+//! car that must swing to climb) has none. Jumps that chain move a state anywhere near;
+//! [`Steps::stepped`] are the ways where a step of the data follows each jump, so that a
+//! state goes on only as the data does from a state near it: a pendulum that must swing
+//! to rise follows those.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -79,6 +82,15 @@ pub struct Steps {
     /// Whether the ways jump between states that lie near one another (states that never
     /// recur), rather than only meet where states recur.
     pub joined: bool,
+    /// From row `i`'s state, where the ways jump between continuous states: the fewest
+    /// steps when a jump must be followed by a transition of the data, so that a state
+    /// goes on only as the data goes on from a state near it, never from jump to jump.
+    /// Jumps that chain move a state anywhere near, as a point mass can (a maze); a body
+    /// that cannot (a pendulum whose motor cannot hold it halfway up, which gathers
+    /// energy swing by swing) goes on only as its data does, and these steps follow it
+    /// (docs/trust.md, "Ways a swinging body takes"). `None` where states recur (no
+    /// jumps) and for frames.
+    pub stepped: Option<Vec<f64>>,
     /// Of the rows whose state has a way and is not itself rewarded, the share whose way
     /// ends at another reward than the one the row's own trajectory reaches next
     /// ([`Dataset::continues`]): how far the ways stitch the data's trajectories (or the
@@ -167,7 +179,9 @@ fn through_near_frames(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
         );
         return None;
     }
-    let steps = fewest_steps(&near, pace, false)?;
+    let mut steps = fewest_steps(&near, pace, false)?;
+    // Frames' ways were measured joined jump to jump only ("Near frames").
+    steps.stepped = None;
     let agreement = trajectory_agreement(data, &steps).unwrap_or(f64::NAN);
     if agreement >= MIN_TRAJECTORY_AGREEMENT {
         Some(steps)
@@ -394,39 +408,47 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
         false => jumps(data, &ids.rows(data), at, next, pace, &mut into),
         true => None,
     };
+    // The edges into each state before its transitions': its jumps.
+    let jumped: Vec<usize> = into.iter().map(Vec::len).collect();
     for i in (0..n).filter(|&i| !data.terminals[i]) {
         if let Some(j) = next[i] {
             let cost = costs.as_ref().map_or(1.0, |c| c[i]);
             into[j].push((at[i] as u32, cost));
         }
     }
-    // Dijkstra from the rewarded states backwards along the edges; steps are
-    // non-negative, and the bits of non-negative floats order like the floats.
     // `end[s]`: the rewarded row where state `s`'s way ends.
     let mut dist = vec![f64::INFINITY; m];
     let mut end = vec![0usize; m];
-    let mut heap = BinaryHeap::new();
     for i in 0..n {
         if data.rewards[i] > baseline && dist[at[i]] > 0.0 {
             dist[at[i]] = 0.0;
             end[at[i]] = i;
-            heap.push(Reverse((0f64.to_bits(), at[i])));
         }
     }
-    while let Some(Reverse((bits, node))) = heap.pop() {
-        let s = f64::from_bits(bits);
-        if s > dist[node] {
-            continue;
+    backwards(
+        &mut dist,
+        |node, edge| into[node].iter().for_each(|&(f, c)| edge(f as usize, c)),
+        |from, node| end[from] = end[node],
+    );
+    // A jump, then a transition: state `s` is node `s`, the same state bound to take
+    // one of its own transitions next is node `m + s`.
+    let stepped = (!recur).then(|| {
+        let mut dist = vec![f64::INFINITY; 2 * m];
+        for i in (0..n).filter(|&i| data.rewards[i] > baseline) {
+            (dist[at[i]], dist[m + at[i]]) = (0.0, 0.0);
         }
-        for &(from, cost) in &into[node] {
-            let t = s + cost as f64;
-            if t < dist[from as usize] {
-                dist[from as usize] = t;
-                end[from as usize] = end[node];
-                heap.push(Reverse((t.to_bits(), from as usize)));
+        let edges = |node: usize, edge: &mut dyn FnMut(usize, f32)| match node.checked_sub(m) {
+            Some(s) => {
+                edge(s, 0.0);
+                into[s][..jumped[s]]
+                    .iter()
+                    .for_each(|&(f, c)| edge(f as usize, c));
             }
-        }
-    }
+            None => (into[node][jumped[node]..].iter()).for_each(|&(f, c)| edge(m + f as usize, c)),
+        };
+        backwards(&mut dist, edges, |_, _| {});
+        at.iter().map(|&a| dist[a]).collect()
+    });
     // The rewarded row each row's own trajectory reaches first: as many rows on as steps.
     let mut own = vec![None; n];
     for (i, k) in data.steps_to_reward() {
@@ -447,8 +469,38 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
             .collect(),
         state,
         joined: !recur,
+        stepped,
         stitched: across as f64 / ways.max(1) as f64,
     })
+}
+
+/// Dijkstra backwards from the nodes at 0 in `dist`: `edges(node, edge)` calls
+/// `edge(from, cost)` for each edge into `node`, and `improved(from, node)` hears of each
+/// way from `from` that now runs through `node`. Steps are non-negative, and the bits of
+/// non-negative floats order like the floats.
+fn backwards(
+    dist: &mut [f64],
+    edges: impl Fn(usize, &mut dyn FnMut(usize, f32)),
+    mut improved: impl FnMut(usize, usize),
+) {
+    let mut heap: BinaryHeap<_> = (0..dist.len())
+        .filter(|&s| dist[s] == 0.0)
+        .map(|s| Reverse((0f64.to_bits(), s)))
+        .collect();
+    while let Some(Reverse((bits, node))) = heap.pop() {
+        let s = f64::from_bits(bits);
+        if s > dist[node] {
+            continue;
+        }
+        edges(node, &mut |from, cost| {
+            let t = s + cost as f64;
+            if t < dist[from] {
+                dist[from] = t;
+                improved(from, node);
+                heap.push(Reverse((t.to_bits(), from)));
+            }
+        });
+    }
 }
 
 /// Edges from every state to its nearest states within [`REACH`] median steps, each
@@ -544,6 +596,40 @@ fn step_scale(data: &Dataset, obs: &[f32], spread: &[f32]) -> Vec<f32> {
 
 fn distance2(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
+}
+
+/// States a turn round [`one_way_ring`].
+#[cfg(test)]
+pub(crate) const RING: usize = 40;
+
+/// A body that only ever turns one way round a ring of [`RING`] steps of length 1,
+/// rewarded on coming round to angle 0: three passes a third of a step apart, each
+/// starting one step past 0, the first rewarded on its step onto 0 (row `RING - 2`).
+#[cfg(test)]
+pub(crate) fn one_way_ring() -> Dataset {
+    let step = std::f32::consts::TAU / RING as f32;
+    let radius = 0.5 / (step / 2.0).sin();
+    let at = |a: f32| [radius * a.cos(), radius * a.sin()];
+    let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+    for pass in 0..3 {
+        let off = pass as f32 / 3.0;
+        for k in 1..=RING {
+            let a = (k as f32 + off) * step;
+            obs.extend(at(a));
+            next.extend(at(a + step));
+            rew.push(if pass == 0 && k == RING - 1 { 1.0 } else { 0.0 });
+        }
+    }
+    Dataset {
+        obs_shape: vec![2],
+        observations: obs.into(),
+        next_observations: next.into(),
+        terminals: rew.iter().map(|&r| r > 0.0).collect(),
+        rewards: rew,
+        timeouts: None,
+        next_missing: None,
+        actions: None,
+    }
 }
 
 #[cfg(test)]
@@ -836,6 +922,34 @@ mod tests {
         let fast = dot_walks(0.7, 2.0, 0.0);
         assert!(jumps_reach_anywhere(&projected(&fast)).is_some());
         assert_eq!(fewest_steps(&fast, Some(PACE), true), None);
+    }
+
+    /// On [`one_way_ring`], just past the reward the states lie near those just before
+    /// it, yet the body goes the whole way round.
+    #[test]
+    fn a_step_after_each_jump_goes_the_way_the_body_turns() {
+        let n = RING;
+        let ways = fewest_steps(&one_way_ring(), Some(PACE), false).unwrap();
+        let stepped = ways.stepped.clone().unwrap();
+        for (s, c) in stepped.iter().zip(&ways.state) {
+            assert!(
+                s >= c,
+                "{s} < {c}: a step after each jump is one way of the many"
+            );
+        }
+        // Two steps before the rewarded one, both go on as the body turns (2 steps; a
+        // jump to the next pass saves a little); three steps past 0, jumps that chain go
+        // back against its turning as fast as it turns (4), a step after each jump the
+        // whole way round (36).
+        let (before, past) = (n - 4, 2);
+        assert!((stepped[before] - 2.0).abs() < 0.01, "{}", stepped[before]);
+        assert!(
+            (ways.state[before] - 2.0).abs() < 0.01,
+            "{}",
+            ways.state[before]
+        );
+        assert!(ways.state[past] < 4.01, "{}", ways.state[past]);
+        assert!(stepped[past] > 35.0, "{}", stepped[past]);
     }
 
     #[test]

@@ -1068,28 +1068,43 @@ pub fn assess(e: &Evidence) -> Trust {
         ));
     }
     if let Some(steps) = &e.traced.paths {
-        let (v, k): (Vec<f64>, Vec<f64>) = steps
-            .state
-            .iter()
-            .zip(e.values)
-            .filter(|(s, _)| s.is_finite())
-            .map(|(s, &v)| (v as f64, -s))
-            .unzip();
+        let ranking = |ways: &[f64]| -> (usize, f64) {
+            let (v, k): (Vec<f64>, Vec<f64>) = (ways.iter().zip(e.values))
+                .filter(|(s, _)| s.is_finite())
+                .map(|(s, &v)| (v as f64, -s))
+                .unzip();
+            (v.len(), stats::spearman(&v, &k))
+        };
+        let (ways, rho) = ranking(&steps.state);
+        let stepped = steps.stepped.as_deref().map(|s| ranking(s).1);
         // Fewer states than that rank nothing reliably.
-        if v.len() >= 20 {
-            let rho = stats::spearman(&v, &k);
+        if ways >= 20 {
+            // Jumps that chain are a body's ways where it moves to any state beside it;
+            // where it cannot, the ways that step after each jump are. The value stays
+            // the first ranking: the ways that bound the bootstraps, by which the
+            // checkpoints are chosen (`Trust::merit`).
+            let pass = rho >= 0.7 || stepped.is_some_and(|s| s >= 0.7);
+            let how = match stepped {
+                Some(s) => format!(
+                    ", and like the ways where a step of the data follows each jump at \
+                     {s:.2} (a body that cannot move to any state beside it, as a pendulum \
+                     that must swing to rise, goes on only as the data does from a state \
+                     near it; either at 0.7 passes)"
+                ),
+                None => String::new(),
+            };
             checks.push(check(
                 PATH_RANKING,
                 rho,
                 0.7,
-                rho >= 0.7,
+                pass,
                 format!(
-                    "V ranks the {} of the data's {n} states with a way to a reward like the \
-                     fewest steps of that way, at Spearman {rho:.2}: the data's transitions, \
-                     joined where states recur or lie within {} median steps of each other, \
-                     show the shortest way from each state; a V that does not follow it ranks \
-                     states by something else (value leaking through a wall, say)",
-                    v.len(),
+                    "V ranks the {ways} of the data's {n} states with a way to a reward like \
+                     the fewest steps of that way at Spearman {rho:.2}{how}: the data's \
+                     transitions, joined where states recur or lie within {} median steps of \
+                     each other, show the shortest way from each state; a V that does not \
+                     follow it ranks states by something else (value leaking through a wall, \
+                     say)",
                     paths::REACH
                 ),
             ));
@@ -1430,6 +1445,49 @@ pub(crate) mod tests {
         let values = vec![0.0; chain.len()];
         let e = walker_evidence(&chain, &[0; 10], &values, &traced);
         assert!(named(&assess(&e), PATH_RANKING).is_none());
+    }
+
+    /// A body that turns one way round a ring: its V is the steps the way it turns, which
+    /// jumps that chain do not follow (they go back against its turning) and ways that
+    /// step after each jump do; a V that follows neither fails.
+    #[test]
+    fn path_ranking_follows_the_way_a_body_turns() {
+        let d = crate::data::paths::one_way_ring();
+        let traced = Traced::of(&d, &TrainConfig::default());
+        let ways = traced.paths.as_ref().unwrap();
+        let turning: Vec<f32> = ways
+            .stepped
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|&s| -s as f32)
+            .collect();
+        let chained: Vec<f32> = ways.state.iter().map(|&s| -s as f32).collect();
+        let labels = vec![0u32; d.len()];
+        let rank = |values: &[f32]| {
+            named(
+                &assess(&walker_evidence(&d, &labels, values, &traced)),
+                PATH_RANKING,
+            )
+            .unwrap()
+        };
+        let rho = |a: &[f32], b: &[f32]| {
+            let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+            stats::spearman(&f(a), &f(b))
+        };
+        // The two ways disagree: alone, the chained ones would fail the turning V; the
+        // check passes it, its value still that ranking, the way it turns named.
+        assert!(rho(&turning, &chained) < 0.7, "{}", rho(&turning, &chained));
+        let c = rank(&turning);
+        assert!(
+            c.pass && c.value < 0.7 && c.why.contains("each jump at 1.00"),
+            "{c:?}"
+        );
+        let c = rank(&chained);
+        assert!(c.pass && c.value > 0.99, "{c:?}");
+        // Each state's angle from the reward, the wrong way round: neither way.
+        let away: Vec<f32> = turning.iter().map(|&t| -t).collect();
+        assert!(!rank(&away).pass);
     }
 
     #[test]
