@@ -598,43 +598,32 @@ fn distance2(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
 }
 
-/// States a turn round [`one_way_ring`].
 #[cfg(test)]
-pub(crate) const RING: usize = 40;
-
-/// A body that only ever turns one way round a ring of [`RING`] steps of length 1,
-/// rewarded on coming round to angle 0: three passes a third of a step apart, each
-/// starting one step past 0, the first rewarded on its step onto 0 (row `RING - 2`).
-#[cfg(test)]
-pub(crate) fn one_way_ring() -> Dataset {
-    let step = std::f32::consts::TAU / RING as f32;
-    let radius = 0.5 / (step / 2.0).sin();
-    let at = |a: f32| [radius * a.cos(), radius * a.sin()];
-    let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
-    for pass in 0..3 {
-        let off = pass as f32 / 3.0;
-        for k in 1..=RING {
-            let a = (k as f32 + off) * step;
-            obs.extend(at(a));
-            next.extend(at(a + step));
-            rew.push(if pass == 0 && k == RING - 1 { 1.0 } else { 0.0 });
-        }
-    }
-    Dataset {
-        obs_shape: vec![2],
-        observations: obs.into(),
-        next_observations: next.into(),
-        terminals: rew.iter().map(|&r| r > 0.0).collect(),
-        rewards: rew,
-        timeouts: None,
-        next_missing: None,
-        actions: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// States a turn round [`one_way_ring`].
+    pub(crate) const RING: usize = 40;
+
+    /// A body that only ever turns one way round a ring of [`RING`] steps of length 1,
+    /// rewarded on coming round to angle 0: three passes a third of a step apart, each
+    /// starting one step past 0, the first rewarded on its step onto 0 (row `RING - 2`).
+    pub(crate) fn one_way_ring() -> Dataset {
+        let step = std::f32::consts::TAU / RING as f32;
+        let radius = 0.5 / (step / 2.0).sin();
+        let at = |a: f32| [radius * a.cos(), radius * a.sin()];
+        let (mut obs, mut next, mut rew) = (vec![], vec![], vec![]);
+        for pass in 0..3 {
+            let off = pass as f32 / 3.0;
+            for k in 1..=RING {
+                let a = (k as f32 + off) * step;
+                obs.push(at(a));
+                next.push(at(a + step));
+                rew.push(if pass == 0 && k == RING - 1 { 1.0 } else { 0.0 });
+            }
+        }
+        dataset(obs, next, rew)
+    }
 
     fn dataset(obs: Vec<[f32; 2]>, next: Vec<[f32; 2]>, rewards: Vec<f32>) -> Dataset {
         Dataset {

@@ -1452,7 +1452,7 @@ pub(crate) mod tests {
     /// step after each jump do; a V that follows neither fails.
     #[test]
     fn path_ranking_follows_the_way_a_body_turns() {
-        let d = crate::data::paths::one_way_ring();
+        let d = crate::data::paths::tests::one_way_ring();
         let traced = Traced::of(&d, &TrainConfig::default());
         let ways = traced.paths.as_ref().unwrap();
         let turning: Vec<f32> = ways
