@@ -179,9 +179,8 @@ fn through_near_frames(data: &Dataset, pace: Option<f64>) -> Option<Steps> {
         );
         return None;
     }
-    let mut steps = fewest_steps(&near, pace, false)?;
     // Frames' ways were measured joined jump to jump only ("Near frames").
-    steps.stepped = None;
+    let steps = ways(&near, pace, false, false)?;
     let agreement = trajectory_agreement(data, &steps).unwrap_or(f64::NAN);
     if agreement >= MIN_TRAJECTORY_AGREEMENT {
         Some(steps)
@@ -383,6 +382,11 @@ fn project_rows(o: &Observations, n: usize, d: usize, w: &[f32]) -> Vec<f32> {
 /// assert!(right.windows(2).all(|w| w[0] < w[1]), "{right:?}");
 /// ```
 pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Option<Steps> {
+    ways(data, pace, near_frames, true)
+}
+
+/// [`fewest_steps`], with [`Steps::stepped`] found only where `stepped` asks for them.
+fn ways(data: &Dataset, pace: Option<f64>, near_frames: bool, stepped: bool) -> Option<Steps> {
     let n = data.len();
     let d = data.obs_dim();
     let baseline = data.reward_baseline();
@@ -432,7 +436,7 @@ pub fn fewest_steps(data: &Dataset, pace: Option<f64>, near_frames: bool) -> Opt
     );
     // A jump, then a transition: state `s` is node `s`, the same state bound to take
     // one of its own transitions next is node `m + s`.
-    let stepped = (!recur).then(|| {
+    let stepped = (stepped && !recur).then(|| {
         let mut dist = vec![f64::INFINITY; 2 * m];
         for i in (0..n).filter(|&i| data.rewards[i] > baseline) {
             (dist[at[i]], dist[m + at[i]]) = (0.0, 0.0);
